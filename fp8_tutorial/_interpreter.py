@@ -1,0 +1,53 @@
+"""A faithful FP8 cast for Triton's interpreter.
+
+Triton 3.6's interpreter converts float32, float16 and bfloat16 to FP8 with its own bit arithmetic,
+which rounds half away from zero, loses the carry when rounding bumps the exponent (124.2 becomes
+64 instead of 128 in e4m3fn) and wraps out-of-range values (1000 becomes 256). On a Hopper GPU
+the same ``x.to(tl.float8e4nv)`` is one ``cvt.rn.satfinite`` instruction: round to nearest even,
+values beyond the format's largest finite value saturate to it, NaN stays NaN.
+
+So that the interpreter computes what the GPU computes, and tests on a CPU can demand the same
+bits, this module replaces the interpreter's conversion *to FP8* by one with the hardware's
+semantics, built on torch's correctly rounded casts. Every other conversion is left as it was.
+It is installed only in interpreter mode, by ``fp8_tutorial/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+# Triton's names of the two OCP FP8 formats and their torch counterparts.
+_FP8 = {"fp8e4nv": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2}
+# How the interpreter holds each source type in numpy (bfloat16 has no numpy type: raw 16 bits).
+_SOURCE = {"fp32": (np.float32, None), "fp16": (np.float16, None), "bf16": (np.int16, torch.bfloat16)}
+
+
+def to_fp8_satfinite(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Round to nearest even into ``dtype``, saturating to its largest finite value; NaN stays NaN."""
+    fmax = torch.finfo(dtype).max
+    return x.float().clamp(-fmax, fmax).to(dtype)
+
+
+def install() -> None:
+    from triton.runtime import interpreter
+
+    original = interpreter._convert_float
+    if getattr(original, "_fp8_tutorial", False):
+        return
+
+    def convert_float(input, input_dtype, output_dtype, rounding_mode):
+        target = _FP8.get(output_dtype.name)
+        source = _SOURCE.get(input_dtype.name)
+        if target is None or source is None:
+            return original(input, input_dtype, output_dtype, rounding_mode)
+        np_type, torch_view = source
+        data = np.ascontiguousarray(input).view(np_type)
+        x = torch.from_numpy(data)
+        if torch_view is not None:
+            x = x.view(torch_view)
+        out = to_fp8_satfinite(x, target).view(torch.uint8).numpy()
+        return out.reshape(np.shape(input))
+
+    convert_float._fp8_tutorial = True
+    interpreter._convert_float = convert_float

@@ -1,0 +1,138 @@
+"""The timing harness: CUDA events, L2 flushed, warm-up, median and spread, contenders interleaved.
+
+Compare contenders only inside one ``benchmark`` call: clocks fall under sustained load, so two
+numbers from two runs (or two harnesses) are not comparable, while a ratio measured in one
+interleaved run is.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Mapping
+
+import torch
+
+from ._env import ON_GPU
+
+
+class NoGPUError(RuntimeError):
+    """Raised when something that only makes sense on a GPU (timing) is asked for without one."""
+
+
+def require_gpu(what: str = "timing") -> None:
+    if not ON_GPU:
+        raise NoGPUError(
+            f"{what} needs a CUDA GPU, and this machine runs the kernels in Triton's interpreter: "
+            "its speed says nothing about the GPU's. The book shows timings recorded on an H200; "
+            "run the notebooks on a Hopper machine to measure live.")
+
+
+@dataclass
+class Record:
+    """One contender's timings in one run. Times in milliseconds."""
+
+    name: str
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    min_ms: float
+    reps: int
+    flops: float | None = None
+    bytes: float | None = None
+
+    @property
+    def tflops(self) -> float | None:
+        return None if self.flops is None else self.flops / self.median_ms / 1e9
+
+    @property
+    def gbps(self) -> float | None:
+        return None if self.bytes is None else self.bytes / self.median_ms / 1e6
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median: the relative width of the middle 80% of the runs."""
+        return (self.p90_ms - self.p10_ms) / self.median_ms
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "tflops": self.tflops, "gbps": self.gbps, "spread": self.spread}
+
+    def __str__(self) -> str:
+        rate = []
+        if self.tflops is not None:
+            rate.append(f"{self.tflops:8.1f} TFLOP/s")
+        if self.gbps is not None:
+            rate.append(f"{self.gbps:8.1f} GB/s")
+        return (f"{self.name:<28} {self.median_ms * 1e3:9.1f} us (p10-p90 {self.p10_ms * 1e3:.1f}-"
+                f"{self.p90_ms * 1e3:.1f})  " + "  ".join(rate))
+
+
+def _quantile(sorted_values: list[float], q: float) -> float:
+    i = q * (len(sorted_values) - 1)
+    lo = int(i)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (i - lo)
+
+
+def _per_name(value, name):
+    return value.get(name) if isinstance(value, Mapping) else value
+
+
+def benchmark(contenders: Mapping[str, Callable[[], Any]], *, flops: float | Mapping[str, float] | None = None,
+              bytes: float | Mapping[str, float] | None = None, reps: int = 50, warmup: int = 5,
+              flush_l2: bool = True) -> dict[str, Record]:
+    """Time each zero-argument callable ``reps`` times, interleaved, and return a Record per name.
+
+    Each repetition runs every contender once, the starting contender rotating, with the L2 cache
+    flushed (a buffer twice its size zeroed) before each timed call. Times come from CUDA events
+    around the call alone. ``flops`` and ``bytes`` (a number, or a mapping by name) turn times
+    into TFLOP/s and GB/s.
+    """
+    require_gpu()
+    if not contenders:
+        raise ValueError("benchmark needs at least one contender")
+    names = list(contenders)
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.int8, device="cuda")
+    for name in names:  # compile, autotune, allocate
+        for _ in range(warmup):
+            contenders[name]()
+    torch.cuda.synchronize()
+    events = {n: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(reps)] for n in names}
+    for r in range(reps):
+        for j in range(len(names)):
+            name = names[(r + j) % len(names)]
+            if flush_l2:
+                flush.zero_()
+            start, end = events[name][r]
+            start.record()
+            contenders[name]()
+            end.record()
+    torch.cuda.synchronize()
+    records = {}
+    for name in names:
+        times = sorted(s.elapsed_time(e) for s, e in events[name])
+        records[name] = Record(
+            name=name, median_ms=statistics.median(times), p10_ms=_quantile(times, 0.1),
+            p90_ms=_quantile(times, 0.9), min_ms=times[0], reps=reps,
+            flops=_per_name(flops, name), bytes=_per_name(bytes, name))
+    return records
+
+
+def copy_contender(nbytes: int = 1 << 30) -> tuple[Callable[[], Any], int]:
+    """A device-to-device copy of ``nbytes`` and the bytes it moves (read plus write).
+
+    Put it among the contenders of a memory-bound benchmark: its GB/s is the bandwidth that the
+    same run could reach, the ceiling to hold the others against.
+    """
+    require_gpu("measuring the copy bandwidth")
+    src = torch.empty(nbytes, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    return (lambda: dst.copy_(src)), 2 * nbytes
+
+
+def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 30) -> Record:
+    """GB/s of a device-to-device copy, counting bytes read plus bytes written."""
+    fn, moved = copy_contender(nbytes)
+    return benchmark({"copy": fn}, bytes=moved, reps=reps)["copy"]

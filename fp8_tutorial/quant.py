@@ -1,0 +1,170 @@
+"""Quantization to FP8 and back: ``quantize(x, granularity) -> (q, scale)`` and ``dequantize``.
+
+Scales are float32 *dequantization* multipliers, as ``torch._scaled_mm`` takes them:
+``x ~= q.float() * scale`` with the scale broadcast over its group.
+
+| granularity | a scale per             | scale shape for x (M, K) |
+|-------------|-------------------------|--------------------------|
+| "tensor"    | the whole tensor        | ()                       |
+| "row"       | row                     | (M, 1)                   |
+| "1x128"     | 128 consecutive columns | (M, K/128)               |
+| "128x128"   | 128x128 block           | (M/128, K/128)           |
+
+Rules, the same in the Triton kernels and the torch reference, bit for bit:
+
+- ``amax`` is the group's largest magnitude; ``scale = amax / FP8_MAX`` and
+  ``q = round_to_nearest_even(clamp(x * (FP8_MAX / amax), -FP8_MAX, FP8_MAX))``;
+- groups whose ``amax`` is below ``AMAX_FLOOR`` (2^-100), all-zero groups among them, are scaled as
+  if it were ``AMAX_FLOOR``: they quantize to zeros (or tiny values) with a finite scale, never NaN;
+- a group that holds a NaN or +-Inf gets a NaN scale, so the whole group dequantizes to NaN and
+  the bad input cannot pass unnoticed; other groups are unaffected. Call
+  ``torch.isfinite(x).all()`` first if you would rather raise.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from .kernels import quantize as _k
+
+GRANULARITIES = ("tensor", "row", "1x128", "128x128")
+FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
+#: Largest finite value of each FP8 format.
+FP8_MAX = {dtype: float(torch.finfo(dtype).max) for dtype in FP8_DTYPES}
+#: Smallest amax a scale is computed from (see the module docstring).
+AMAX_FLOOR = 2.0**-100
+GROUP = 128  # the width of "1x128" groups and the side of "128x128" blocks
+
+
+def _check(x, granularity: str, dtype: torch.dtype) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"quantize expects a torch.Tensor, got {type(x).__name__}")
+    if not x.dtype.is_floating_point or x.dtype in FP8_DTYPES:
+        raise TypeError(
+            f"quantize expects a floating-point tensor (float32, bfloat16, float16 or float64), got {x.dtype}")
+    if granularity not in GRANULARITIES:
+        raise ValueError(
+            f"unknown granularity {granularity!r}: expected one of {', '.join(map(repr, GRANULARITIES))}")
+    if dtype not in FP8_DTYPES:
+        raise TypeError(f"dtype must be torch.float8_e4m3fn or torch.float8_e5m2, got {dtype}")
+    if x.dim() != 2:
+        raise ValueError(f"quantize expects a 2-D tensor (rows, K), got shape {tuple(x.shape)}; "
+                         "reshape activations to (tokens, features) first")
+    M, K = x.shape
+    if M == 0 or K == 0:
+        raise ValueError(f"quantize expects a non-empty tensor, got shape {tuple(x.shape)}")
+    if granularity in ("1x128", "128x128") and K % GROUP:
+        raise ValueError(f"granularity {granularity!r} needs the last dimension divisible by 128, "
+                         f"got K = {K}")
+    if granularity == "128x128" and M % GROUP:
+        raise ValueError(f"granularity '128x128' needs the number of rows divisible by 128, got {M}")
+
+
+def _group_shape(granularity: str, M: int, K: int) -> tuple[int, int]:
+    return {"tensor": (M, K), "row": (1, K), "1x128": (1, GROUP), "128x128": (GROUP, GROUP)}[granularity]
+
+
+def _scales_from_amax(amax: torch.Tensor, fp8_max: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The torch twin of ``kernels.quantize.scales_from_amax``."""
+    finite = torch.isfinite(amax)
+    a = amax.clamp_min(AMAX_FLOOR)
+    # Tensor / tensor: torch computes ``python_scalar / tensor`` as a reciprocal times the scalar,
+    # which is not correctly rounded; the kernels use div_rn.
+    fmax = torch.full_like(a, fp8_max)
+    scale = torch.where(finite, a / fmax, torch.full_like(a, float("nan")))
+    inv = torch.where(finite, fmax / a, torch.zeros_like(a))
+    return scale, inv
+
+
+def _quantize_torch(x: torch.Tensor, granularity: str, dtype: torch.dtype):
+    """Reference implementation in plain torch: the definition the Triton kernels must match."""
+    M, K = x.shape
+    gm, gk = _group_shape(granularity, M, K)
+    xg = x.float().reshape(M // gm, gm, K // gk, gk)
+    amax = xg.abs().amax(dim=(1, 3))  # NaN propagates
+    scale, inv = _scales_from_amax(amax, FP8_MAX[dtype])
+    fmax = FP8_MAX[dtype]
+    q = (xg * inv[:, None, :, None]).clamp(-fmax, fmax).to(dtype).reshape(M, K)
+    if granularity == "tensor":
+        scale = scale.reshape(())
+    elif granularity == "row":
+        scale = scale.reshape(M, 1)
+    return q, scale
+
+
+def _quantize_triton(x: torch.Tensor, granularity: str, dtype: torch.dtype):
+    M, K = x.shape
+    q = torch.empty((M, K), dtype=dtype, device=x.device)
+    fmax = FP8_MAX[dtype]
+    if granularity == "tensor":
+        BLOCK_M, BLOCK_K = 32, 512
+        grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(K, BLOCK_K))
+        partial = torch.empty(grid[0] * grid[1], dtype=torch.float32, device=x.device)
+        scale = torch.empty((), dtype=torch.float32, device=x.device)
+        _k.partial_amax_kernel[grid](x, partial, M, K, x.stride(0), x.stride(1),
+                                     BLOCK_M=BLOCK_M, BLOCK_K=BLOCK_K, num_warps=8)
+        _k.quantize_tensor_kernel[grid](
+            x, q, scale, partial, partial.numel(), M, K, x.stride(0), x.stride(1), q.stride(0),
+            FP8_MAX=fmax, AMAX_FLOOR=AMAX_FLOOR, BLOCK_M=BLOCK_M, BLOCK_K=BLOCK_K,
+            BLOCK_P=triton.next_power_of_2(partial.numel()), num_warps=8)
+        return q, scale
+
+    if granularity == "row":
+        scale = torch.empty((M, 1), dtype=torch.float32, device=x.device)
+        group_k, shared_rows = K, False
+        block_k = min(triton.next_power_of_2(K), 8192)
+        block_m = max(1, min(16, 4096 // block_k))
+    elif granularity == "1x128":
+        scale = torch.empty((M, K // GROUP), dtype=torch.float32, device=x.device)
+        group_k, shared_rows, block_k, block_m = GROUP, False, GROUP, 32
+    else:  # "128x128"
+        scale = torch.empty((M // GROUP, K // GROUP), dtype=torch.float32, device=x.device)
+        group_k, shared_rows, block_k, block_m = GROUP, True, GROUP, GROUP
+    grid = (triton.cdiv(M, block_m), triton.cdiv(K, group_k))
+    _k.quantize_groups_kernel[grid](
+        x, q, scale, M, K, group_k,
+        x.stride(0), x.stride(1), q.stride(0), scale.stride(0), scale.stride(1),
+        FP8_MAX=fmax, AMAX_FLOOR=AMAX_FLOOR, BLOCK_M=block_m, BLOCK_K=block_k,
+        SHARED_ROWS=shared_rows, ONE_PASS=group_k <= block_k, num_warps=8 if shared_rows else 4)
+    return q, scale
+
+
+def quantize(x: torch.Tensor, granularity: str = "tensor", dtype: torch.dtype = torch.float8_e4m3fn,
+             *, impl: str = "auto") -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize a 2-D float tensor to FP8; return ``(q, scale)`` with ``x ~= q.float() * scale``.
+
+    ``granularity`` is one of ``"tensor"``, ``"row"``, ``"1x128"``, ``"128x128"`` (module docstring);
+    ``dtype`` is ``torch.float8_e4m3fn`` (default) or ``torch.float8_e5m2``. ``impl="auto"`` runs
+    the Triton kernels for CUDA tensors and the torch reference for CPU tensors (the same bits,
+    without the interpreter's slowness); ``"triton"`` or ``"torch"`` forces one.
+    """
+    _check(x, granularity, dtype)
+    if impl == "auto":
+        impl = "triton" if x.is_cuda else "torch"
+    if impl == "torch":
+        return _quantize_torch(x, granularity, dtype)
+    if impl == "triton":
+        return _quantize_triton(x, granularity, dtype)
+    raise ValueError(f"impl must be 'auto', 'triton' or 'torch', got {impl!r}")
+
+
+def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """float32 ``q * scale``, the scale broadcast over its groups (any of the four layouts)."""
+    if not isinstance(q, torch.Tensor) or q.dtype not in FP8_DTYPES:
+        raise TypeError(f"dequantize expects an FP8 tensor, got "
+                        f"{q.dtype if isinstance(q, torch.Tensor) else type(q).__name__}")
+    if not isinstance(scale, torch.Tensor) or scale.dtype != torch.float32:
+        raise TypeError("scale must be a float32 tensor")
+    if q.dim() != 2:
+        raise ValueError(f"dequantize expects a 2-D tensor, got shape {tuple(q.shape)}")
+    M, K = q.shape
+    if scale.dim() == 0 or scale.numel() == 1:
+        return q.float() * scale.reshape(())
+    if scale.dim() != 2:
+        raise ValueError(f"scale must have 0 or 2 dimensions, got shape {tuple(scale.shape)}")
+    sm, sk = scale.shape
+    if M % sm or K % sk:
+        raise ValueError(f"a scale of shape {tuple(scale.shape)} does not tile a tensor of shape {(M, K)}")
+    gm, gk = M // sm, K // sk
+    return (q.float().reshape(sm, gm, sk, gk) * scale[:, None, :, None]).reshape(M, K)
