@@ -1,0 +1,62 @@
+# fp8_tutorial: the book and its tests.
+#
+#   make test      pytest over the package, nbval over every chapter (interpreter on a CPU,
+#                  compiled on a GPU), the book/ <-> notebooks/ sync check, the book built with -W
+#   make book      build the book into _build/html (no execution: it renders book/*.ipynb)
+#   make execute   execute notebooks/*.md into book/*.ipynb on a Hopper GPU (CHAPTERS="00 02" for some)
+#
+# Each target creates .venv from requirements.txt when missing. To use an existing environment
+# instead (a GPU machine with its own torch and Triton, no network), pass PYTHON:
+#   make execute PYTHON=python3
+
+VENV := .venv
+PYTHON ?= $(VENV)/bin/python
+CHAPTERS ?=
+NBVAL_DIR ?= $(or $(TMPDIR),/tmp)/fp8_tutorial_nbval
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+export PYTHONDONTWRITEBYTECODE := 1
+
+# Only the default interpreter depends on .venv being built.
+ifeq ($(PYTHON),$(VENV)/bin/python)
+ENV := $(VENV)/.installed
+else
+ENV :=
+endif
+
+JUPYTER_BOOK = $(PYTHON) -c "import sys; from jupyter_book.cli.main import main; sys.argv[0] = 'jupyter-book'; sys.exit(main())"
+
+.PHONY: test test-package test-notebooks test-book book execute env clean
+
+$(VENV)/.installed: requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)/bin/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+test: test-package test-notebooks test-book
+
+test-package: $(ENV)
+	$(PYTHON) -m pytest tests
+
+test-notebooks: $(ENV)
+	rm -rf $(NBVAL_DIR)
+	$(PYTHON) -m fp8_tutorial convert $(NBVAL_DIR) $(CHAPTERS)
+	cd $(NBVAL_DIR) && $(PYTHON) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=1200 \
+		-p no:cacheprovider -c /dev/null --rootdir=$(NBVAL_DIR) $(NBVAL_DIR)
+
+test-book: $(ENV)
+	rm -rf _build
+	$(JUPYTER_BOOK) build . --warningiserror --keep-going
+
+book: $(ENV)
+	$(JUPYTER_BOOK) build .
+	@echo "open _build/html/index.html"
+
+execute: $(ENV)
+	$(PYTHON) -m fp8_tutorial execute $(CHAPTERS)
+
+env: $(ENV)
+	$(PYTHON) -m fp8_tutorial env
+
+clean:
+	rm -rf _build $(NBVAL_DIR)

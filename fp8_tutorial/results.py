@@ -1,0 +1,54 @@
+"""Benchmark records kept in ``results/``: measured on a GPU, read back anywhere.
+
+A file is ``results/<name>_<gpu>.json`` (``quantize_h200.json``) holding the environment it was
+measured in (GPU, driver, versions, date) and one dictionary per measurement. Chapters save when
+they run on a GPU and, without one, plot what was recorded, labelled with where and when.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from ._env import environment
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+
+
+def gpu_slug(name: str | None = None) -> str:
+    """A short file-name form of a GPU name: 'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB HBM3' -> 'h100'."""
+    if name is None:
+        name = environment().gpu
+    name = name.lower().replace("nvidia", "").strip()
+    for token in name.split():
+        if re.fullmatch(r"[a-z]+\d+", token):
+            return token
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "cpu"
+
+
+def path(name: str, gpu: str) -> Path:
+    return RESULTS / f"{name}_{gpu}.json"
+
+
+def save(name: str, records: list[dict], **extra) -> Path:
+    """Write records with the current environment as provenance; returns the file's path."""
+    env = environment()
+    target = path(name, gpu_slug(env.gpu))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps({"environment": env.as_dict(), **extra, "records": records}, indent=1) + "\n")
+    return target
+
+
+def load(name: str, gpu: str = "h200") -> dict:
+    """Read a recorded file; raises FileNotFoundError with the path when there is none."""
+    target = path(name, gpu)
+    if not target.exists():
+        raise FileNotFoundError(f"no recorded results at {target}: run the chapter on a {gpu.upper()} to make them")
+    return json.loads(target.read_text())
+
+
+def provenance(data: dict) -> str:
+    """'NVIDIA H200, 2026-11-29 23:50 UTC, torch 2.11.0, Triton 3.6.0' for figure titles."""
+    env = data["environment"]
+    return f"{env['gpu']}, {env['date']}, torch {env['torch']}, Triton {env['triton']}"

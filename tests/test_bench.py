@@ -1,0 +1,43 @@
+"""fp8_tutorial.bench: the timing harness (live on a GPU, a clear refusal without one)."""
+
+import pytest
+import torch
+
+import fp8_tutorial as fp8
+
+
+@pytest.mark.skipif(fp8.ON_GPU, reason="checks the refusal on a machine without a GPU")
+def test_refuses_without_gpu():
+    with pytest.raises(fp8.NoGPUError, match="needs a CUDA GPU"):
+        fp8.benchmark({"noop": lambda: None})
+    with pytest.raises(fp8.NoGPUError):
+        fp8.copy_bandwidth()
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="timing needs a GPU")
+def test_benchmark_orders_work_and_reports_rates():
+    a = torch.randn(4096, 4096, device="cuda")
+    small, big = a[:1024], a
+    recs = fp8.benchmark({"small": lambda: small @ small.t(), "big": lambda: big @ big.t()},
+                         flops={"small": 2 * 1024**2 * 4096, "big": 2 * 4096**3}, reps=20)
+    assert set(recs) == {"small", "big"}
+    assert recs["big"].median_ms > 4 * recs["small"].median_ms
+    for r in recs.values():
+        assert 0 < r.min_ms <= r.p10_ms <= r.median_ms <= r.p90_ms and r.reps == 20
+        assert 1 < r.tflops < 2000 and r.gbps is None
+        assert "TFLOP/s" in str(r)
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="timing needs a GPU")
+def test_copy_bandwidth_is_plausible():
+    r = fp8.copy_bandwidth(1 << 28, reps=10)
+    assert 100 < r.gbps < 10_000  # GB/s, read plus write
+
+
+def test_benchmark_needs_contenders():
+    if fp8.ON_GPU:
+        with pytest.raises(ValueError, match="at least one"):
+            fp8.benchmark({})
+    else:
+        with pytest.raises(fp8.NoGPUError):
+            fp8.benchmark({})

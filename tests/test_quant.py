@@ -1,0 +1,172 @@
+"""fp8_tutorial.quant: the Triton kernels against the torch reference, bit for bit, and the
+reference against the definition of FP8 quantization."""
+
+import math
+
+import pytest
+import torch
+
+import fp8_tutorial as fp8
+from fp8_tutorial.quant import AMAX_FLOOR, FP8_MAX, _quantize_torch
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+# (mantissa bits, smallest subnormal exponent) of each format
+FORMAT_BITS = {E4M3: (3, -9), E5M2: (2, -16)}
+
+# Shapes each granularity accepts, odd ones included (the interpreter keeps them small).
+SHAPES = {
+    "tensor": [(1, 1), (7, 300), (131, 129), (64, 1000)],
+    "row": [(1, 1), (5, 3), (33, 257), (3, 9000)],  # 9000 > 8192: the two-pass path
+    "1x128": [(1, 128), (13, 384), (130, 256)],
+    "128x128": [(128, 128), (256, 384)],
+}
+CASES = [(g, s) for g, shapes in SHAPES.items() for s in shapes]
+
+
+def random_input(shape, dtype, gen, device):
+    """Values over many binades, rows and columns of very different sizes, a few outliers."""
+    M, K = shape
+    x = torch.randn(shape, generator=gen) * torch.exp2(torch.randint(-6, 5, (M, 1), generator=gen))
+    x = x * torch.exp2(torch.randint(-3, 4, (1, K), generator=gen))
+    outliers = torch.rand(shape, generator=gen) < 0.002
+    x = torch.where(outliers, x * 30, x)  # still finite in float16
+    return x.to(dtype).to(device)
+
+
+def same_bits(a, b):
+    return torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+
+
+@pytest.mark.parametrize("granularity,shape", CASES)
+@pytest.mark.parametrize("x_dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("fp8_dtype", [E4M3, E5M2])
+def test_triton_matches_reference(granularity, shape, x_dtype, fp8_dtype, gen, device):
+    x = random_input(shape, x_dtype, gen, device)
+    q, scale = fp8.quantize(x, granularity, fp8_dtype, impl="triton")
+    q_ref, scale_ref = _quantize_torch(x.cpu(), granularity, fp8_dtype)
+    assert q.dtype == fp8_dtype and q.shape == x.shape and q.device == x.device
+    assert scale.dtype == torch.float32 and scale.shape == scale_ref.shape
+    assert torch.equal(scale.cpu(), scale_ref)
+    assert same_bits(q.cpu(), q_ref)
+
+
+@pytest.mark.parametrize("granularity,shape", CASES)
+def test_strided_input(granularity, shape, gen, device):
+    """A transposed (column-major) input quantizes as its contiguous copy does."""
+    x = random_input(shape[::-1], torch.float32, gen, device).t()
+    q, scale = fp8.quantize(x, granularity, impl="triton")
+    q_ref, scale_ref = fp8.quantize(x.contiguous(), granularity, impl="triton")
+    assert torch.equal(scale, scale_ref) and same_bits(q, q_ref)
+
+
+@pytest.mark.parametrize("granularity,shape", CASES)
+@pytest.mark.parametrize("fp8_dtype", [E4M3, E5M2])
+def test_reference_is_fp8_quantization(granularity, shape, fp8_dtype, gen):
+    """Every group's scale is amax / FP8_MAX, its largest element lands on FP8_MAX, and every
+    element is the nearest FP8 value to x / scale (error at most half a step)."""
+    x = random_input(shape, torch.float32, gen, "cpu")
+    q, scale = fp8.quantize(x, granularity, fp8_dtype, impl="torch")
+    fmax = FP8_MAX[fp8_dtype]
+    M, K = shape
+    gm, gk = {"tensor": (M, K), "row": (1, K), "1x128": (1, 128), "128x128": (128, 128)}[granularity]
+    groups = x.reshape(M // gm, gm, K // gk, gk).abs().amax(dim=(1, 3))
+    assert torch.allclose(scale.reshape(groups.shape), groups / fmax, rtol=1e-6, atol=0)
+    qg = q.float().reshape(M // gm, gm, K // gk, gk).abs().amax(dim=(1, 3))
+    assert torch.all(qg == fmax)
+
+    mantissa, min_exp = FORMAT_BITS[fp8_dtype]
+    s = fp8.dequantize(torch.ones_like(q), scale)  # each element's scale
+    y = x / s  # what was rounded
+    step = torch.exp2(torch.clamp(torch.floor(torch.log2(y.abs().clamp_min(1e-30))), min=min_exp + mantissa) - mantissa)
+    assert torch.all((q.float() - y).abs() <= step / 2 * (1 + 1e-6))
+
+
+@pytest.mark.parametrize("granularity", list(SHAPES))
+@pytest.mark.parametrize("impl", ["triton", "torch"])
+def test_zero_groups_give_zeros(granularity, impl, gen, device):
+    M, K = (256, 256)
+    x = random_input((M, K), torch.float32, gen, device)
+    x[:128, :128] = 0  # a zero 128x128 block, zero rows, zero 1x128 groups
+    if granularity == "tensor":
+        x.zero_()
+    q, scale = fp8.quantize(x, granularity, impl=impl)
+    assert torch.isfinite(scale).all()
+    assert torch.all(q.float()[:128, :128] == 0)
+    assert torch.all(fp8.dequantize(q, scale)[:128, :128] == 0)
+    assert scale.min() >= AMAX_FLOOR / 448 * (1 - 1e-6)
+
+
+@pytest.mark.parametrize("granularity", list(SHAPES))
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("impl", ["triton", "torch"])
+def test_non_finite_input_poisons_its_group_only(granularity, bad, impl, gen, device):
+    M, K = (256, 384)
+    x = random_input((M, K), torch.float32, gen, device)
+    clean_q, clean_scale = fp8.quantize(x, granularity, impl=impl)
+    x[5, 200] = bad
+    q, scale = fp8.quantize(x, granularity, impl=impl)
+    dq = fp8.dequantize(q, scale)
+    gm, gk = {"tensor": (M, K), "row": (1, K), "1x128": (1, 128), "128x128": (128, 128)}[granularity]
+    group = torch.zeros(M, K, dtype=torch.bool, device=device)
+    r0, c0 = (5 // gm) * gm, (200 // gk) * gk
+    group[r0:r0 + gm, c0:c0 + gk] = True
+    assert torch.isnan(dq[group]).all()
+    assert torch.isnan(scale).sum() == 1
+    assert torch.equal(dq[~group], fp8.dequantize(clean_q, clean_scale)[~group])
+
+
+def test_amax_floor_keeps_tiny_groups_finite(device):
+    x = torch.full((4, 128), 1e-38, device=device)  # below the floor, above float32's smallest normal
+    x[1] = 0
+    for impl in ("triton", "torch"):
+        q, scale = fp8.quantize(x, "row", impl=impl)
+        assert torch.isfinite(scale).all() and torch.isfinite(q.float()).all()
+        assert torch.all(scale == AMAX_FLOOR / 448)
+
+
+def test_auto_uses_kernels_on_gpu_and_reference_on_cpu(gen):
+    x = random_input((64, 256), torch.float32, gen, "cpu")
+    q, s = fp8.quantize(x, "1x128")
+    q_ref, s_ref = _quantize_torch(x, "1x128", E4M3)
+    assert same_bits(q, q_ref) and torch.equal(s, s_ref)
+
+
+@pytest.mark.parametrize("granularity", list(SHAPES))
+def test_roundtrip_error_is_small(granularity, gen, device):
+    """Sanity bound from the format: e4m3 keeps 3 mantissa bits, so the relative error of a
+    round trip is at most 2^-4 per element and, on Gaussian data, about 2.5% in norm."""
+    x = torch.randn(256, 512, generator=gen).to(device)
+    q, scale = fp8.quantize(x, granularity)
+    err = fp8.rel_error(fp8.dequantize(q, scale), x)
+    assert 0.005 < err < 0.04
+
+
+# ---- bad input -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("x,granularity,kwargs,exc,match", [
+    (torch.ones(4, 4, dtype=torch.int32), "tensor", {}, TypeError, "floating-point"),
+    (torch.ones(4, 4).to(E4M3), "tensor", {}, TypeError, "floating-point"),
+    ([[1.0, 2.0]], "tensor", {}, TypeError, "torch.Tensor"),
+    (torch.ones(4), "tensor", {}, ValueError, "2-D"),
+    (torch.ones(2, 4, 4), "row", {}, ValueError, "2-D"),
+    (torch.ones(0, 4), "row", {}, ValueError, "non-empty"),
+    (torch.ones(4, 100), "1x128", {}, ValueError, "divisible by 128"),
+    (torch.ones(128, 100), "128x128", {}, ValueError, "divisible by 128"),
+    (torch.ones(100, 128), "128x128", {}, ValueError, "rows divisible by 128"),
+    (torch.ones(4, 4), "column", {}, ValueError, "unknown granularity"),
+    (torch.ones(4, 4), "tensor", {"dtype": torch.float16}, TypeError, "float8"),
+    (torch.ones(4, 4), "tensor", {"impl": "cuda"}, ValueError, "impl"),
+])
+def test_bad_input(x, granularity, kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        fp8.quantize(x, granularity, **kwargs)
+
+
+def test_dequantize_bad_input():
+    q = torch.ones(4, 8).to(E4M3)
+    with pytest.raises(TypeError, match="FP8"):
+        fp8.dequantize(torch.ones(4, 8), torch.ones(()))
+    with pytest.raises(TypeError, match="float32"):
+        fp8.dequantize(q, torch.ones((), dtype=torch.float64))
+    with pytest.raises(ValueError, match="does not tile"):
+        fp8.dequantize(q, torch.ones(3, 1))
