@@ -41,7 +41,7 @@ test-package: $(ENV)
 test-notebooks: $(ENV)
 	rm -rf $(NBVAL_DIR)
 	$(PYTHON) -m fp8_tutorial convert $(NBVAL_DIR) $(CHAPTERS)
-	cd $(NBVAL_DIR) && $(PYTHON) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=1200 \
+	$(PYTHON) -m pytest --nbval-lax --nbval-current-env --nbval-cell-timeout=1200 \
 		-p no:cacheprovider -c /dev/null --rootdir=$(NBVAL_DIR) $(NBVAL_DIR)
 
 test-book: $(ENV)
