@@ -68,6 +68,29 @@ def _driver_version() -> str:
     return "unknown"
 
 
+def gpu_clocks() -> dict | None:
+    """The GPU's clocks, power and temperature now (NVML), or None without a GPU or NVML.
+
+    Clocks fall under sustained load; a benchmark record keeps them from before and after.
+    """
+    if not torch.cuda.is_available():
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        return {
+            "sm_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "max_sm_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "memory_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000,
+            "temperature_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+        }
+    except Exception:
+        return None
+
+
 @dataclass(frozen=True)
 class Environment:
     """What a chapter ran on. ``str()`` gives the table each chapter prints first."""

@@ -149,8 +149,9 @@ def quantize(x: torch.Tensor, granularity: str = "tensor", dtype: torch.dtype = 
     raise ValueError(f"impl must be 'auto', 'triton' or 'torch', got {impl!r}")
 
 
-def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """float32 ``q * scale``, the scale broadcast over its groups (any of the four layouts)."""
+def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``q * scale`` in ``dtype`` (float32, or float64 for exact products), the scale broadcast
+    over its groups: any of the four layouts, or (1, N) / (K/128, N/128) for a (K, N) operand."""
     if not isinstance(q, torch.Tensor) or q.dtype not in FP8_DTYPES:
         raise TypeError(f"dequantize expects an FP8 tensor, got "
                         f"{q.dtype if isinstance(q, torch.Tensor) else type(q).__name__}")
@@ -160,11 +161,11 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"dequantize expects a 2-D tensor, got shape {tuple(q.shape)}")
     M, K = q.shape
     if scale.dim() == 0 or scale.numel() == 1:
-        return q.float() * scale.reshape(())
+        return q.to(dtype) * scale.reshape(()).to(dtype)
     if scale.dim() != 2:
         raise ValueError(f"scale must have 0 or 2 dimensions, got shape {tuple(scale.shape)}")
     sm, sk = scale.shape
     if M % sm or K % sk:
         raise ValueError(f"a scale of shape {tuple(scale.shape)} does not tile a tensor of shape {(M, K)}")
     gm, gk = M // sm, K // sk
-    return (q.float().reshape(sm, gm, sk, gk) * scale[:, None, :, None]).reshape(M, K)
+    return (q.to(dtype).reshape(sm, gm, sk, gk) * scale.to(dtype)[:, None, :, None]).reshape(M, K)

@@ -38,6 +38,6 @@ def test_reference_mm_dequantizes_with_the_right_layout(ga, gb, gen):
     wq, sw = fp8.quantize(w, gb)
     b, sb = wq.t(), sw.t()  # (K, N) column-major, scale (1, N) or (K/128, N/128)
     out = fp8.reference_mm(a, b, sa, sb)
-    expected = fp8.dequantize(a, sa).double() @ fp8.dequantize(wq, sw).double().t()
+    expected = fp8.dequantize(a, sa, torch.float64) @ fp8.dequantize(wq, sw, torch.float64).t()
     assert out.dtype == torch.float64 and torch.allclose(out, expected, rtol=1e-12, atol=1e-12)
     assert fp8.rel_error(out, x.double() @ w.double().t()) < 0.06
