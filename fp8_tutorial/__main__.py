@@ -1,4 +1,4 @@
-"""Command line: ``python -m fp8_tutorial {env,execute,convert,sync}``."""
+"""Command line: ``python -m fp8_tutorial {env,bench,report,execute,convert,sync}``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fp8_tutorial", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("env", help="print the environment report (GPU, versions, execution mode)")
+    p = sub.add_parser("bench", help="time registered contenders against cuBLAS (needs a GPU)",
+                       description="Check every selected contender against float64 and time it against the cuBLAS "
+                                   "contender of the same recipe and accumulation, interleaved in one run.")
+    p.add_argument("--seed-shapes", action="store_true",
+                   help="the reference script's eight shapes (default when no shape option is given)")
+    p.add_argument("--square", type=int, nargs="*", default=[], metavar="S",
+                   help="square shapes S x S x S (default with no shape option: 8192)")
+    p.add_argument("--shape", nargs="*", default=[], metavar="MxKxN", help="explicit shapes, e.g. 4608x12288x3072")
+    p.add_argument("--recipes", nargs="*", help="bf16 tensor row block (default: all)")
+    p.add_argument("--contenders", nargs="*", help="registered contender names (default: all)")
+    p.add_argument("--accumulation", nargs="*", help="fast precise (default: both)")
+    p.add_argument("--reps", type=int, default=30, help="timed repetitions per contender (default 30)")
+    p.add_argument("--output", type=Path, help="results file (default: results/<gpu>.json)")
+    p.add_argument("--merge", action="store_true",
+                   help="replace only the measured records in an existing output file, keep the rest")
+    p.add_argument("--list", action="store_true", help="list the registered contenders and exit")
+    p = sub.add_parser("report", help="print a markdown table of a results file and write a figure")
+    p.add_argument("file", type=Path)
+    p.add_argument("--figure", type=Path, help="figure path (default: FILE with .png)")
     p = sub.add_parser("execute", help="execute chapters into book/ (on a Hopper GPU)")
     p.add_argument("chapters", nargs="*", help="numbers or names (default: all)")
     p.add_argument("--timeout", type=int, default=1800, help="seconds per cell (default 1800)")
@@ -27,6 +46,14 @@ def main(argv: list[str] | None = None) -> int:
 
         print(environment())
         return 0
+    if args.command == "bench":
+        try:
+            return _bench(args)
+        except ValueError as e:  # unknown names, malformed shapes: say what was expected
+            print(f"bench: {e}", file=sys.stderr)
+            return 2
+    if args.command == "report":
+        return _report(args)
     from . import book
 
     if args.command == "execute":
@@ -48,6 +75,53 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr)
     print("book/ is in sync with notebooks/" if not problems else f"{len(problems)} problem(s)")
     return 1 if problems else 0
+
+
+def _bench(args) -> int:
+    from . import ON_GPU, contenders, results, scoreboard
+
+    if args.list:
+        for c in contenders.REGISTRY.values():
+            print(f"{c.key:<32} {c.description}")
+        return 0
+    shapes = [scoreboard.parse_shape(s) for s in args.shape]
+    shapes += [(s, s, s) for s in args.square]
+    if args.seed_shapes or not shapes:
+        shapes = contenders.SEED_SHAPES + shapes
+    if not (args.shape or args.square or args.seed_shapes):
+        shapes.append((8192, 8192, 8192))
+    contenders.select(args.contenders, args.recipes, args.accumulation)  # unknown names fail before any work
+    if not ON_GPU:
+        print("bench needs a CUDA GPU: this machine has none, and timing Triton's interpreter on a CPU would say "
+              "nothing about the kernels. `python -m fp8_tutorial report results/h200.json` shows the recorded "
+              "H200 results.", file=sys.stderr)
+        return 2
+    output = args.output or results.RESULTS / f"{results.gpu_slug()}.json"
+    data = scoreboard.run(shapes, args.contenders, args.recipes, args.accumulation, reps=args.reps)
+    if args.merge and output.exists():
+        data = scoreboard.merge(scoreboard.load(output), data)
+    scoreboard.save(data, output)
+    print(scoreboard.table(data))
+    print(f"\nwrote {output}")
+    return 0
+
+
+def _report(args) -> int:
+    from . import scoreboard
+
+    try:
+        data = scoreboard.load(args.file)
+    except (FileNotFoundError, ValueError) as e:
+        print(e, file=sys.stderr)
+        return 2
+    print(scoreboard.table(data))
+    figure = args.figure or args.file.with_suffix(".png")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    scoreboard.figure(data, figure)
+    print(f"\nfigure: {figure}")
+    return 0
 
 
 if __name__ == "__main__":

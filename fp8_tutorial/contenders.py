@@ -1,0 +1,148 @@
+"""Problems and contenders: what the benchmark runs.
+
+A *problem* is one shape and one scaling recipe, with its operands prepared once: random bf16
+``x`` (M, K) and ``w`` (N, K), quantized as the recipe says, and the float64 product that every
+contender's output is checked against. A *contender* turns a problem into a zero-argument callable
+that computes the product. Contenders are registered, so a chapter that writes a kernel registers
+it, and ``python -m fp8_tutorial bench`` times it against cuBLAS, the baseline of every recipe.
+
+Recipes follow ``torch._scaled_mm``'s conventions (DESIGN.md): ``a`` (M, K) row-major FP8,
+``b`` (K, N) column-major FP8, float32 dequantization scales
+
+| recipe     | scale_a        | scale_b          |
+|------------|----------------|------------------|
+| "bf16"     | -              | -                |   (no quantization: torch.mm of the bf16 inputs)
+| "tensor"   | ()             | ()               |
+| "row"      | (M, 1)         | (1, N)           |
+| "block"    | (M, K/128)     | (K/128, N/128)   |   (1x128 activation groups, 128x128 weight blocks)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .checks import reference_mm
+from .quant import quantize
+
+RECIPES = ("bf16", "tensor", "row", "block")
+ACCUMULATIONS = ("fast", "precise")
+#: The reference script's shapes: M in 512, 1152, 2304, 4608 with (K, N) = (3072, 12288) and (12288, 3072).
+SEED_SHAPES = [(M, K, N) for M in (512, 1152, 2304, 4608) for K, N in ((3072, 12288), (12288, 3072))]
+BASELINE = "cublas"
+
+_GRANULARITY = {"tensor": ("tensor", "tensor"), "row": ("row", "row"), "block": ("1x128", "128x128")}
+
+
+@dataclass
+class Problem:
+    M: int
+    K: int
+    N: int
+    recipe: str
+    a: torch.Tensor
+    b: torch.Tensor
+    scale_a: torch.Tensor | None
+    scale_b: torch.Tensor | None
+    reference: torch.Tensor  # float64 (M, N)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+    @property
+    def shape(self) -> str:
+        return f"{self.M}x{self.K}x{self.N}"
+
+
+def make_problem(M: int, K: int, N: int, recipe: str, device=None, seed: int | None = None) -> Problem:
+    """Random inputs for one shape and recipe (fresh each call unless ``seed`` is given)."""
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}: expected one of {', '.join(RECIPES)}")
+    if recipe == "block" and (K % 128 or N % 128):
+        raise ValueError(f"the block recipe needs K and N divisible by 128, got K={K}, N={N}")
+    device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    g = torch.Generator(device=device)
+    g.manual_seed(seed) if seed is not None else g.seed()
+    x = torch.randn(M, K, device=device, generator=g).to(torch.bfloat16)
+    w = torch.randn(N, K, device=device, generator=g).to(torch.bfloat16)
+    if recipe == "bf16":
+        a, b = x, w.t()
+        return Problem(M, K, N, recipe, a, b, None, None, reference_mm(a, b))
+    gran_a, gran_b = _GRANULARITY[recipe]
+    a, scale_a = quantize(x, gran_a)
+    wq, scale_w = quantize(w, gran_b)
+    b, scale_b = wq.t(), scale_w.t()  # (K, N) column-major; (1, N) or (K/128, N/128)
+    return Problem(M, K, N, recipe, a, b, scale_a, scale_b, reference_mm(a, b, scale_a, scale_b))
+
+
+@dataclass(frozen=True)
+class Contender:
+    name: str
+    recipe: str
+    accumulation: str  # "fast", "precise", or "fp32" for bf16
+    build: Callable[[Problem], Callable[[], torch.Tensor]]
+    description: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}/{self.recipe}/{self.accumulation}"
+
+
+REGISTRY: dict[str, Contender] = {}
+
+
+def register(name: str, recipes, accumulations=ACCUMULATIONS, description: str = ""):
+    """Decorator: ``build(problem, precise) -> callable`` becomes one contender per recipe and
+    accumulation mode (bf16 has one, fp32)."""
+    def wrap(build):
+        for recipe in recipes:
+            for acc in (("fp32",) if recipe == "bf16" else accumulations):
+                c = Contender(name, recipe, acc, (lambda p, build=build, acc=acc: build(p, acc == "precise")),
+                              description)
+                REGISTRY[c.key] = c
+        return build
+    return wrap
+
+
+def select(names=None, recipes=None, accumulations=None) -> list[Contender]:
+    """Registered contenders filtered by name, recipe and accumulation, with the cuBLAS baseline of
+    every (recipe, accumulation) chosen always included: ratios come from the same run."""
+    for what, given, known in [("contender", names, {c.name for c in REGISTRY.values()}),
+                               ("recipe", recipes, set(RECIPES)), ("accumulation", accumulations, set(ACCUMULATIONS))]:
+        unknown = set(given or ()) - known
+        if unknown:
+            raise ValueError(f"unknown {what} {', '.join(sorted(unknown))}: expected one of {', '.join(sorted(known))}")
+    chosen = [c for c in REGISTRY.values()
+              if (not names or c.name in names) and (not recipes or c.recipe in recipes)
+              and (not accumulations or c.accumulation in accumulations or c.accumulation == "fp32")]
+    for c in list(chosen):
+        base = REGISTRY.get(f"{BASELINE}/{c.recipe}/{c.accumulation}")
+        if base is not None and base not in chosen:
+            chosen.append(base)
+    return sorted(chosen, key=lambda c: (RECIPES.index(c.recipe), c.accumulation, c.name != BASELINE, c.name))
+
+
+# ---- the baselines: cuBLAS through torch ----------------------------------------------------
+
+@register(BASELINE, ["bf16"], description="torch.mm on the bf16 inputs (cuBLAS)")
+def _cublas_bf16(p: Problem, precise: bool):
+    return lambda: torch.mm(p.a, p.b)
+
+
+@register(BASELINE, ["tensor", "row"], description="torch._scaled_mm (cuBLAS / CUTLASS)")
+def _cublas_scaled(p: Problem, precise: bool):
+    return lambda: torch._scaled_mm(p.a, p.b, p.scale_a, p.scale_b, out_dtype=torch.bfloat16,
+                                    use_fast_accum=not precise)
+
+
+@register(BASELINE, ["block"], description="torch.nn.functional.scaled_mm, BlockWise1x128 x BlockWise128x128")
+def _cublas_block(p: Problem, precise: bool):
+    from torch.nn.functional import ScalingType, scaled_mm
+
+    # cuBLAS wants the activation scales M-major: strides (1, M).
+    scale_a = p.scale_a.t().contiguous().t()
+    return lambda: scaled_mm(p.a, p.b, scale_a, ScalingType.BlockWise1x128, p.scale_b, ScalingType.BlockWise128x128,
+                             output_dtype=torch.bfloat16, use_fast_accum=not precise)

@@ -1,0 +1,214 @@
+"""The benchmark behind ``python -m fp8_tutorial bench`` and ``report``: every selected contender
+on every shape, checked against float64 and timed against cuBLAS in the same interleaved run."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from . import contenders as C
+from ._env import environment, gpu_clocks
+from .bench import benchmark, require_gpu
+from .checks import rel_error
+
+#: An output this far from the float64 product is wrong, whatever its speed (FP8 GEMMs land near 3e-3).
+TOLERANCE = 1e-2
+
+
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """'4608x12288x3072' (M x K x N) -> (4608, 12288, 3072)."""
+    parts = text.lower().replace("*", "x").split("x")
+    try:
+        M, K, N = (int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"a shape is MxKxN with three positive integers, got {text!r}") from None
+    if min(M, K, N) < 1:
+        raise ValueError(f"a shape is MxKxN with three positive integers, got {text!r}")
+    return M, K, N
+
+
+def shape_name(M: int, K: int, N: int) -> str:
+    return f"{M}x{K}x{N}"
+
+
+class _Progress:
+    """A one-line progress bar on stderr (no dependency)."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.total, self.done, self.enabled, self.start = total, 0, enabled, time.time()
+
+    def show(self, label: str) -> None:
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        elapsed = time.time() - self.start
+        print(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {elapsed:5.0f} s  {label:<40}",
+              end="", file=sys.stderr, flush=True)
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        self.show(label)
+        if self.enabled and self.done == self.total:
+            print(file=sys.stderr, flush=True)
+
+
+def run(shapes, names=None, recipes=None, accumulations=None, reps: int = 30, progress: bool = True) -> dict:
+    """Measure the selected contenders (plus their cuBLAS baselines) on each shape.
+
+    For each shape and recipe one problem is drawn; each contender's output is checked against its
+    float64 product, then all contenders of the shape are timed together by ``benchmark``
+    (interleaved, L2 flushed). Returns the records with the run's provenance.
+    """
+    require_gpu("the benchmark")
+    chosen = C.select(names, recipes, accumulations)
+    env = environment().as_dict()
+    clocks_before = gpu_clocks()
+    records = []
+    bar = _Progress(len(shapes), progress)
+    for M, K, N in shapes:
+        shape = shape_name(M, K, N)
+        bar.show(shape)
+        problems, fns, failed = {}, {}, {}
+        for c in chosen:
+            try:
+                if c.recipe not in problems:
+                    problems[c.recipe] = C.make_problem(M, K, N, c.recipe, device="cuda")
+                fn = c.build(problems[c.recipe])
+                err = rel_error(fn(), problems[c.recipe].reference)
+                torch.cuda.synchronize()
+                fns[c.key] = (c, fn, err)
+            except Exception as e:  # a contender that cannot take this shape or recipe says why
+                failed[c.key] = (c, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+        timed = benchmark({k: fn for k, (_, fn, _) in fns.items()}, flops=2 * M * N * K, reps=reps) if fns else {}
+        for key, (c, _, err) in fns.items():
+            r = timed[key]
+            records.append({"contender": c.name, "recipe": c.recipe, "accumulation": c.accumulation, "key": key,
+                            "M": M, "K": K, "N": N, "shape": shape, "median_ms": r.median_ms, "p10_ms": r.p10_ms,
+                            "p90_ms": r.p90_ms, "min_ms": r.min_ms, "reps": r.reps, "tflops": r.tflops,
+                            "rel_error": err, "ok": bool(err < TOLERANCE)})
+        for key, (c, why) in failed.items():
+            records.append({"contender": c.name, "recipe": c.recipe, "accumulation": c.accumulation, "key": key,
+                            "M": M, "K": K, "N": N, "shape": shape, "error": why})
+        _add_ratios(records)
+        del problems, fns
+        torch.cuda.empty_cache()
+        bar.step(shape)
+    return {"environment": env, "clocks": {"before": clocks_before, "after": gpu_clocks()},
+            "settings": {"reps": reps, "flush_l2": True, "tolerance": TOLERANCE,
+                         "harness": "fp8_tutorial.bench.benchmark: CUDA events, L2 flushed, interleaved, median"},
+            "records": records}
+
+
+def _add_ratios(records: list[dict]) -> None:
+    base = {(r["shape"], r["recipe"], r["accumulation"]): r.get("tflops") for r in records
+            if r["contender"] == C.BASELINE}
+    for r in records:
+        b = base.get((r["shape"], r["recipe"], r["accumulation"]))
+        r["ratio"] = r["tflops"] / b if r.get("tflops") and b else None
+
+
+def merge(old: dict, new: dict) -> dict:
+    """``new``'s records replace ``old``'s of the same contender, recipe, accumulation and shape;
+    the rest of ``old`` stays. Ratios were computed within each run and stay as they were."""
+    keys = {(r["key"], r["shape"]) for r in new["records"]}
+    kept = [r for r in old["records"] if (r["key"], r["shape"]) not in keys]
+    return {**new, "records": kept + new["records"], "merged_from": old.get("environment", {}).get("date")}
+
+
+def save(data: dict, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
+
+
+def load(path: Path) -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no benchmark results at {path}")
+    data = json.loads(path.read_text())
+    if "records" not in data or "environment" not in data:
+        raise ValueError(f"{path} is not a benchmark results file (no 'records' or 'environment')")
+    return data
+
+
+def _shapes_in_order(records):
+    seen = []
+    for r in records:
+        if (r["M"], r["K"], r["N"]) not in seen:
+            seen.append((r["M"], r["K"], r["N"]))
+    return [shape_name(*s) for s in seen]
+
+
+def _columns(records):
+    keys = []
+    for r in records:
+        if r["key"] not in keys:
+            keys.append(r["key"])
+    order = {k: i for i, k in enumerate(keys)}
+    return sorted(keys, key=lambda k: (C.RECIPES.index(k.split("/")[1]) if k.split("/")[1] in C.RECIPES else 99,
+                                       k.split("/")[2], k.split("/")[0] != C.BASELINE, order[k]))
+
+
+def table(data: dict) -> str:
+    """A markdown table: one row per shape, one column per contender; TFLOP/s, x cuBLAS, rel. error."""
+    env = data["environment"]
+    records = data["records"]
+    cols = _columns(records)
+    by = {(r["shape"], r["key"]): r for r in records}
+    lines = [f"Measured on {env['gpu']} ({env['date']}; torch {env['torch']}, Triton {env['triton']}). "
+             "Each cell: TFLOP/s (x cuBLAS of the same recipe and accumulation, same run) and relative error "
+             "against float64.", "",
+             "| M x K x N | " + " | ".join(cols) + " |",
+             "|---|" + "---:|" * len(cols)]
+    for shape in _shapes_in_order(records):
+        cells = []
+        for key in cols:
+            r = by.get((shape, key))
+            if r is None:
+                cells.append("")
+            elif "error" in r:
+                cells.append("n/a")
+            else:
+                ratio = f" ({r['ratio']:.2f}x)" if r.get("ratio") is not None and r["contender"] != C.BASELINE else ""
+                flag = "" if r.get("ok", True) else " WRONG"
+                cells.append(f"{r['tflops']:.0f}{ratio}<br>{r['rel_error']:.1e}{flag}")
+        lines.append(f"| {shape} | " + " | ".join(cells) + " |")
+    failures = sorted({f"- {r['key']} on {r['shape']}: {r['error']}" for r in records if "error" in r})
+    if failures:
+        lines += ["", "Not measured:"] + failures
+    return "\n".join(lines)
+
+
+def figure(data: dict, path: Path | None = None, title: str | None = None):
+    """Grouped bars of TFLOP/s per shape and contender; saved to ``path`` if given."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    records = [r for r in data["records"] if "tflops" in r]
+    cols = _columns(records)
+    shapes = _shapes_in_order(records)
+    by = {(r["shape"], r["key"]): r["tflops"] for r in records}
+    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(shapes) * max(1, len(cols)) / 3), 4.5))
+    width = 0.8 / max(len(cols), 1)
+    xs = np.arange(len(shapes))
+    cmap = plt.get_cmap("tab10")
+    for i, key in enumerate(cols):
+        ax.bar(xs + (i - (len(cols) - 1) / 2) * width, [by.get((s, key), 0) for s in shapes], width,
+               label=key, color=cmap(i % 10))
+    ax.set_xticks(xs, shapes, rotation=30, ha="right")
+    ax.set_xlabel("M x K x N")
+    ax.set_ylabel("TFLOP/s (median)")
+    env = data["environment"]
+    ax.set_title(title or f"GEMM throughput on {env['gpu']} ({env['date']})")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    return fig
