@@ -6,10 +6,15 @@ which rounds half away from zero, loses the carry when rounding bumps the expone
 the same ``x.to(tl.float8e4nv)`` is one ``cvt.rn.satfinite`` instruction: round to nearest even,
 values beyond the format's largest finite value saturate to it, NaN stays NaN.
 
+Its conversion of 16-bit floats to float32 also loses bfloat16 subnormals (1e-38 reads back as
+8.27e-39), and its float ``maximum``/``minimum`` keep NaN where the GPU's (``max.f32``, what
+``tl.maximum`` compiles to unless ``propagate_nan`` is set) return the other operand.
+
 So that the interpreter computes what the GPU computes, and tests on a CPU can demand the same
-bits, this module replaces the interpreter's conversion *to FP8* by one with the hardware's
-semantics, built on torch's correctly rounded casts. Every other conversion is left as it was.
-It is installed only in interpreter mode, by ``fp8_tutorial/__init__.py``.
+bits and catch the same NaN mistakes, this module replaces those pieces with the hardware's
+semantics: conversions to FP8 and from 16-bit floats to float32 go through torch's correctly
+rounded casts, and the NaN-dropping max and min become numpy's ``fmax`` and ``fmin``. Everything
+else is left as it was. It is installed only in interpreter mode, by ``fp8_tutorial/__init__.py``.
 """
 
 from __future__ import annotations
@@ -46,15 +51,20 @@ def install() -> None:
     def convert_float(input, input_dtype, output_dtype, rounding_mode):
         target = _FP8.get(output_dtype.name)
         source = _SOURCE.get(input_dtype.name)
-        if target is None or source is None:
+        widening = input_dtype.name in ("bf16", "fp16") and output_dtype.name == "fp32"
+        if source is None or (target is None and not widening):
             return original(input, input_dtype, output_dtype, rounding_mode)
         np_type, torch_view = source
-        data = np.ascontiguousarray(input).view(np_type)
-        x = torch.from_numpy(data)
+        x = torch.from_numpy(np.ascontiguousarray(input).view(np_type))
         if torch_view is not None:
             x = x.view(torch_view)
+        if widening:  # exact in torch
+            return x.float().view(torch.int32).numpy().view(np.uint32).reshape(np.shape(input))
         out = to_fp8_satfinite(x, target).view(torch.uint8).numpy()
         return out.reshape(np.shape(input))
 
     convert_float._fp8_tutorial = True
     interpreter._convert_float = convert_float
+    builder = interpreter.InterpreterBuilder
+    builder.create_maxnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmax)
+    builder.create_minnumf = lambda self, lhs, rhs: self.binary_op(lhs, rhs, np.fmin)

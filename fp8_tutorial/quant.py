@@ -16,8 +16,8 @@ Rules, the same in the Triton kernels and the torch reference, bit for bit:
   ``q = round_to_nearest_even(clamp(x * (FP8_MAX / amax), -FP8_MAX, FP8_MAX))``;
 - groups whose ``amax`` is below ``AMAX_FLOOR`` (2^-100), all-zero groups among them, are scaled as
   if it were ``AMAX_FLOOR``: they quantize to zeros (or tiny values) with a finite scale, never NaN;
-- a group that holds a NaN or +-Inf gets a NaN scale, so the whole group dequantizes to NaN and
-  the bad input cannot pass unnoticed; other groups are unaffected. Call
+- a group that holds a NaN or +-Inf gets a NaN scale and NaN values (the code 0x7F), so the whole
+  group dequantizes to NaN and the bad input cannot pass unnoticed; other groups are unaffected. Call
   ``torch.isfinite(x).all()`` first if you would rather raise.
 """
 
@@ -29,6 +29,7 @@ import triton
 from .kernels import quantize as _k
 
 GRANULARITIES = ("tensor", "row", "1x128", "128x128")
+INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 #: Largest finite value of each FP8 format.
 FP8_MAX = {dtype: float(torch.finfo(dtype).max) for dtype in FP8_DTYPES}
@@ -40,9 +41,11 @@ GROUP = 128  # the width of "1x128" groups and the side of "128x128" blocks
 def _check(x, granularity: str, dtype: torch.dtype) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"quantize expects a torch.Tensor, got {type(x).__name__}")
-    if not x.dtype.is_floating_point or x.dtype in FP8_DTYPES:
+    if x.dtype not in INPUT_DTYPES:
         raise TypeError(
             f"quantize expects a floating-point tensor (float32, bfloat16, float16 or float64), got {x.dtype}")
+    if x.layout != torch.strided:
+        raise TypeError(f"quantize expects a dense (strided) tensor, got layout {x.layout}")
     if granularity not in GRANULARITIES:
         raise ValueError(
             f"unknown granularity {granularity!r}: expected one of {', '.join(map(repr, GRANULARITIES))}")
@@ -72,7 +75,8 @@ def _scales_from_amax(amax: torch.Tensor, fp8_max: float) -> tuple[torch.Tensor,
     # Tensor / tensor: torch computes ``python_scalar / tensor`` as a reciprocal times the scalar,
     # which is not correctly rounded; the kernels use div_rn.
     fmax = torch.full_like(a, fp8_max)
-    scale = torch.where(finite, a / fmax, torch.full_like(a, float("nan")))
+    nan = torch.full_like(a, float("nan"))
+    scale = torch.where(finite, a / fmax, nan)
     inv = torch.where(finite, fmax / a, torch.zeros_like(a))
     return scale, inv
 
@@ -85,7 +89,9 @@ def _quantize_torch(x: torch.Tensor, granularity: str, dtype: torch.dtype):
     amax = xg.abs().amax(dim=(1, 3))  # NaN propagates
     scale, inv = _scales_from_amax(amax, FP8_MAX[dtype])
     fmax = FP8_MAX[dtype]
-    q = (xg * inv[:, None, :, None]).clamp(-fmax, fmax).to(dtype).reshape(M, K)
+    inv = inv[:, None, :, None]
+    y = torch.where(inv > 0, (xg * inv).clamp(-fmax, fmax), torch.tensor(float("nan")))
+    q = y.to(dtype).reshape(M, K)
     if granularity == "tensor":
         scale = scale.reshape(())
     elif granularity == "row":
@@ -140,6 +146,9 @@ def quantize(x: torch.Tensor, granularity: str = "tensor", dtype: torch.dtype = 
     without the interpreter's slowness); ``"triton"`` or ``"torch"`` forces one.
     """
     _check(x, granularity, dtype)
+    # Not differentiable; and a lazily negated view (x.is_neg()) must be materialised, since the
+    # kernels read raw memory.
+    x = x.detach().resolve_neg()
     if impl == "auto":
         impl = "triton" if x.is_cuda else "torch"
     if impl == "torch":
@@ -157,6 +166,10 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.
                         f"{q.dtype if isinstance(q, torch.Tensor) else type(q).__name__}")
     if not isinstance(scale, torch.Tensor) or scale.dtype != torch.float32:
         raise TypeError("scale must be a float32 tensor")
+    if dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"dequantize computes in torch.float32 or torch.float64, got {dtype}")
+    if scale.numel() == 0 or q.numel() == 0:
+        raise ValueError(f"dequantize expects non-empty q and scale, got shapes {tuple(q.shape)} and {tuple(scale.shape)}")
     if q.dim() != 2:
         raise ValueError(f"dequantize expects a 2-D tensor, got shape {tuple(q.shape)}")
     M, K = q.shape

@@ -194,7 +194,7 @@ def figure(data: dict, path: Path | None = None, title: str | None = None):
     cols = _columns(records)
     shapes = _shapes_in_order(records)
     by = {(r["shape"], r["key"]): r["tflops"] for r in records}
-    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(shapes) * max(1, len(cols)) / 3), 4.5))
+    fig, ax = plt.subplots(figsize=(min(14, max(8, 0.25 * len(shapes) * max(1, len(cols)))), 4.5))
     width = 0.8 / max(len(cols), 1)
     xs = np.arange(len(shapes))
     cmap = plt.get_cmap("tab10")

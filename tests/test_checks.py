@@ -15,6 +15,10 @@ def test_rel_error():
     assert fp8.rel_error(torch.zeros(2), torch.zeros(2)) == 0
     with pytest.raises(ValueError, match="shapes differ"):
         fp8.rel_error(torch.zeros(3), ref)
+    with pytest.raises(ValueError, match="reference holds NaN"):
+        fp8.rel_error(ref, torch.tensor([1.0, float("nan")]))
+    big = torch.tensor([3e200, 4e200], dtype=torch.float64)
+    assert fp8.rel_error(big * 1.1, big) == pytest.approx(0.1)
 
 
 def test_poisoned_output_never_passes():

@@ -113,6 +113,48 @@ def test_non_finite_input_poisons_its_group_only(granularity, bad, impl, gen, de
     assert torch.isnan(dq[group]).all()
     assert torch.isnan(scale).sum() == 1
     assert torch.equal(dq[~group], fp8.dequantize(clean_q, clean_scale)[~group])
+    # the group's FP8 values are all the canonical NaN code, the same bits from kernel and reference
+    assert torch.all(q.view(torch.uint8)[group] == 0x7F)
+    q_ref, scale_ref = _quantize_torch(x.cpu(), granularity, E4M3)
+    assert same_bits(q.cpu(), q_ref) and torch.equal(scale.cpu().isnan(), scale_ref.isnan())
+
+
+@pytest.mark.parametrize("K", [9000, 16385])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_in_a_long_row(K, bad, device):
+    """Rows longer than one tile are swept in chunks; a NaN in any chunk must reach the scale
+    (on the GPU a plain tl.maximum drops NaN: the interpreter is made to do the same)."""
+    x = torch.randn(3, K, device=device)
+    x[0, 7] = bad
+    x[2, K - 1] = bad
+    q, scale = fp8.quantize(x, "row", impl="triton")
+    assert scale[:, 0].isnan().tolist() == [True, False, True]
+    assert torch.all(q.view(torch.uint8)[0] == 0x7F)
+
+
+def test_bfloat16_subnormals(device):
+    """bfloat16 keeps float32's exponent range, subnormals included: they must be read exactly."""
+    x = torch.tensor([[1e-38, 5e-39, 1e-39, 9.2e-41]]).to(torch.bfloat16).to(device)
+    for fp8_dtype in (E4M3, E5M2):
+        q, scale = fp8.quantize(x, "row", fp8_dtype, impl="triton")
+        q_ref, scale_ref = _quantize_torch(x.cpu(), "row", fp8_dtype)
+        assert torch.equal(scale.cpu(), scale_ref) and same_bits(q.cpu(), q_ref)
+
+
+def test_negated_view_is_read_as_its_values(gen, device):
+    z = torch.complex(torch.randn(8, 256, generator=gen), torch.randn(8, 256, generator=gen)).to(device)
+    x = z.conj().imag  # a lazily negated view: its memory holds the opposite signs
+    assert x.is_neg()
+    for impl in ("triton", "torch"):
+        q, scale = fp8.quantize(x, "1x128", impl=impl)
+        assert fp8.rel_error(fp8.dequantize(q, scale), x) < 0.04
+
+
+def test_results_are_not_part_of_autograd(device):
+    x = torch.randn(4, 128, device=device, requires_grad=True)
+    for impl in ("triton", "torch"):
+        q, scale = fp8.quantize(x, "row", impl=impl)
+        assert not q.requires_grad and not scale.requires_grad
 
 
 def test_amax_floor_keeps_tiny_groups_finite(device):
@@ -146,6 +188,10 @@ def test_roundtrip_error_is_small(granularity, gen, device):
 @pytest.mark.parametrize("x,granularity,kwargs,exc,match", [
     (torch.ones(4, 4, dtype=torch.int32), "tensor", {}, TypeError, "floating-point"),
     (torch.ones(4, 4).to(E4M3), "tensor", {}, TypeError, "floating-point"),
+    (torch.ones(4, 4).to(torch.float8_e4m3fnuz), "tensor", {}, TypeError, "floating-point"),
+    (torch.ones(4, 4).to(torch.float8_e5m2fnuz), "row", {}, TypeError, "floating-point"),
+    (torch.ones(4, 4, dtype=torch.complex64), "row", {}, TypeError, "floating-point"),
+    (torch.eye(4).to_sparse(), "row", {}, TypeError, "dense"),
     ([[1.0, 2.0]], "tensor", {}, TypeError, "torch.Tensor"),
     (torch.ones(4), "tensor", {}, ValueError, "2-D"),
     (torch.ones(2, 4, 4), "row", {}, ValueError, "2-D"),
@@ -170,3 +216,8 @@ def test_dequantize_bad_input():
         fp8.dequantize(q, torch.ones((), dtype=torch.float64))
     with pytest.raises(ValueError, match="does not tile"):
         fp8.dequantize(q, torch.ones(3, 1))
+    for empty in (torch.ones(0, 1), torch.ones(1, 0)):
+        with pytest.raises(ValueError, match="non-empty"):
+            fp8.dequantize(q, empty)
+    with pytest.raises(TypeError, match="float32 or torch.float64"):
+        fp8.dequantize(q, torch.ones(()), torch.float16)

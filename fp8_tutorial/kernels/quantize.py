@@ -11,7 +11,8 @@ The semantics are those of ``fp8_tutorial.quant._quantize_torch``, bit for bit:
 ``scale = amax / FP8_MAX`` and ``q = cast(clamp(x * (FP8_MAX / amax)))``, both divisions
 correctly rounded (``div_rn``: Triton's plain ``/`` on float32 is an approximate division);
 ``amax`` is floored at ``AMAX_FLOOR`` so all-zero groups give zeros; a group holding NaN or
-+-Inf gets a NaN scale.
++-Inf gets a NaN scale and NaN values. On the GPU ``tl.max``, ``tl.maximum`` and ``tl.clamp`` drop
+NaN unless told otherwise, so NaN is tracked explicitly rather than left to propagate.
 """
 
 import triton
@@ -28,7 +29,8 @@ def group_amax(x, axis):
 
 @triton.jit
 def scales_from_amax(amax, FP8_MAX: tl.constexpr, AMAX_FLOOR: tl.constexpr):
-    """(scale, 1/scale) of groups whose largest magnitude is ``amax``; NaN scale if not finite."""
+    """(scale, 1/scale) of groups whose largest magnitude is ``amax``; NaN scale and a zero
+    inverse (the mark ``cast_fp8`` reads) if it is not finite."""
     finite = amax < float("inf")  # false for +Inf and NaN
     a = tl.maximum(amax, AMAX_FLOOR)
     scale = tl.where(finite, tl.math.div_rn(a, FP8_MAX), float("nan"))
@@ -38,8 +40,9 @@ def scales_from_amax(amax, FP8_MAX: tl.constexpr, AMAX_FLOOR: tl.constexpr):
 
 @triton.jit
 def cast_fp8(x, inv, FP8_MAX: tl.constexpr, dtype: tl.constexpr):
-    """Scale, clamp to the format's range and round to nearest even."""
-    return tl.clamp(x * inv, -FP8_MAX, FP8_MAX).to(dtype)
+    """Scale, clamp to the format's range and round to nearest even; NaN in non-finite groups."""
+    y = tl.where(inv > 0, tl.clamp(x * inv, -FP8_MAX, FP8_MAX), float("nan"))
+    return y.to(dtype)
 
 
 @triton.jit
@@ -78,7 +81,7 @@ def quantize_groups_kernel(
             cols = k + tl.arange(0, BLOCK_K)
             mask = row_ok[:, None] & (cols < k_end)[None, :]
             x = tl.load(x_rows + cols[None, :] * stride_xk, mask=mask, other=0.0).to(tl.float32)
-            amax = tl.maximum(amax, group_amax(x, 1))  # maximum keeps a NaN from either side
+            amax = tl.maximum(amax, group_amax(x, 1), propagate_nan=tl.PropagateNan.ALL)
     if SHARED_ROWS:
         amax = group_amax(tl.where(row_ok, amax, 0.0), 0)
 
