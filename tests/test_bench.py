@@ -41,3 +41,18 @@ def test_benchmark_needs_contenders():
     else:
         with pytest.raises(fp8.NoGPUError):
             fp8.benchmark({})
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="timing needs a GPU")
+def test_host_overhead_stays_out_of_the_timing():
+    """A call that spends 1 ms in Python before launching a tiny kernel is timed as the kernel."""
+    import time
+
+    x = torch.randn(1024, device="cuda")
+
+    def slow_launch():
+        time.sleep(1e-3)
+        x.mul_(1.0)
+
+    r = fp8.benchmark({"slow launch": slow_launch}, reps=10)["slow launch"]
+    assert r.median_ms < 0.2
