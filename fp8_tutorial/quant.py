@@ -90,7 +90,7 @@ def _quantize_torch(x: torch.Tensor, granularity: str, dtype: torch.dtype):
     scale, inv = _scales_from_amax(amax, FP8_MAX[dtype])
     fmax = FP8_MAX[dtype]
     inv = inv[:, None, :, None]
-    y = torch.where(inv > 0, (xg * inv).clamp(-fmax, fmax), torch.tensor(float("nan")))
+    y = torch.where(inv > 0, (xg * inv).clamp(-fmax, fmax), float("nan"))  # no host tensor: no sync
     q = y.to(dtype).reshape(M, K)
     if granularity == "tensor":
         scale = scale.reshape(())
