@@ -1,5 +1,5 @@
 """The chapters as files: convert ``notebooks/*.md`` to notebooks, execute them into ``book/``,
-and check that every executed notebook still holds exactly the code of its source.
+and check that every executed notebook still holds exactly the code (and the prose) of its source.
 
 ``notebooks/NN_topic.md`` (jupytext MyST markdown) is what authors edit; ``book/NN_topic.ipynb`` is
 the same chapter executed on a GPU, outputs kept, and is what the book renders.
@@ -38,6 +38,10 @@ def read_source(md: Path):
 
 def code_cells(nb) -> list[str]:
     return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def markdown_cells(nb) -> list[str]:
+    return [c.source for c in nb.cells if c.cell_type == "markdown"]
 
 
 def convert(out_dir: Path, selection: list[str] | None = None) -> list[Path]:
@@ -87,7 +91,10 @@ def sync_problems() -> list[str]:
             problems.append(f"{md.relative_to(ROOT)} has no executed copy {executed.relative_to(ROOT)} "
                             "(run `make execute` on a Hopper GPU)")
             continue
-        want, have = code_cells(read_source(md)), code_cells(nbformat.read(executed, as_version=4))
+        source, book_nb = read_source(md), nbformat.read(executed, as_version=4)
+        if markdown_cells(source) != markdown_cells(book_nb):
+            problems.append(f"{executed.relative_to(ROOT)} shows other prose than {md.relative_to(ROOT)}: re-execute it")
+        want, have = code_cells(source), code_cells(book_nb)
         if want != have:
             first = next((i for i, (w, h) in enumerate(zip(want, have)) if w != h), min(len(want), len(have)))
             problems.append(f"{executed.relative_to(ROOT)} differs from {md.relative_to(ROOT)} from code cell "
