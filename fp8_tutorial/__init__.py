@@ -14,10 +14,11 @@ if MODE == "interpreter":
 from .bench import NoGPUError, Record, benchmark, copy_bandwidth, copy_contender  # noqa: E402
 from .checks import poison, reference_mm, rel_error  # noqa: E402
 from .quant import FP8_MAX, GRANULARITIES, dequantize, quantize  # noqa: E402
+from .gemm import scaled_mm  # noqa: E402
 
 __all__ = [
     "DEVICE", "MODE", "ON_GPU", "Environment", "environment",
-    "FP8_MAX", "GRANULARITIES", "quantize", "dequantize",
+    "FP8_MAX", "GRANULARITIES", "quantize", "dequantize", "scaled_mm",
     "rel_error", "reference_mm", "poison",
     "benchmark", "copy_bandwidth", "copy_contender", "Record", "NoGPUError",
 ]

@@ -6,14 +6,14 @@ which rounds half away from zero, loses the carry when rounding bumps the expone
 the same ``x.to(tl.float8e4nv)`` is one ``cvt.rn.satfinite`` instruction: round to nearest even,
 values beyond the format's largest finite value saturate to it, NaN stays NaN.
 
-Its conversion of 16-bit floats to float32 also loses bfloat16 subnormals (1e-38 reads back as
-8.27e-39), and its float ``maximum``/``minimum`` keep NaN where the GPU's (``max.f32``, what
+Its conversion of bfloat16 to float32 also loses subnormals (1e-38 reads back as 8.27e-39), its
+float32 to bfloat16 conversion truncates instead of rounding to nearest even, and its float ``maximum``/``minimum`` keep NaN where the GPU's (``max.f32``, what
 ``tl.maximum`` compiles to unless ``propagate_nan`` is set) return the other operand.
 
 So that the interpreter computes what the GPU computes, and tests on a CPU can demand the same
 bits and catch the same NaN mistakes, this module replaces those pieces with the hardware's
-semantics: conversions to FP8 and from 16-bit floats to float32 go through torch's correctly
-rounded casts, and the NaN-dropping max and min become numpy's ``fmax`` and ``fmin``. Everything
+semantics: conversions to and from FP8 (the interpreter's ``tl.dot`` decodes FP8 operands to
+float16 with the same bit arithmetic) and from 16-bit floats to float32 go through torch's casts, and the NaN-dropping max and min become numpy's ``fmax`` and ``fmin``. Everything
 else is left as it was. It is installed only in interpreter mode, by ``fp8_tutorial/__init__.py``.
 """
 
@@ -24,6 +24,9 @@ import torch
 
 # Triton's names of the two OCP FP8 formats and their torch counterparts.
 _FP8 = {"fp8e4nv": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2}
+# Wider float types an FP8 value decodes into: torch type, its raw integer view, numpy's unsigned view.
+_WIDE = {"fp16": (torch.float16, torch.int16, np.uint16), "bf16": (torch.bfloat16, torch.int16, np.uint16),
+         "fp32": (torch.float32, torch.int32, np.uint32)}
 # How the interpreter holds each source type in numpy (bfloat16 has no numpy type: raw 16 bits).
 _SOURCE = {"fp32": (np.float32, None), "fp16": (np.float16, None), "bf16": (np.int16, torch.bfloat16)}
 
@@ -49,6 +52,13 @@ def install() -> None:
         return
 
     def convert_float(input, input_dtype, output_dtype, rounding_mode):
+        if input_dtype.name in _FP8 and output_dtype.name in _WIDE:  # decoding FP8: exact in torch
+            x = torch.from_numpy(np.ascontiguousarray(input).view(np.uint8)).view(_FP8[input_dtype.name])
+            torch_type, raw, np_raw = _WIDE[output_dtype.name]
+            return x.to(torch_type).view(raw).numpy().view(np_raw).reshape(np.shape(input))
+        if input_dtype.name == "fp32" and output_dtype.name == "bf16":  # round to nearest even, as the GPU
+            x = torch.from_numpy(np.ascontiguousarray(input).view(np.float32))
+            return x.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16).reshape(np.shape(input))
         target = _FP8.get(output_dtype.name)
         source = _SOURCE.get(input_dtype.name)
         widening = input_dtype.name in ("bf16", "fp16") and output_dtype.name == "fp32"

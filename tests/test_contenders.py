@@ -60,7 +60,7 @@ def test_select_always_brings_the_baseline():
     try:
         chosen = [c.key for c in C.select(["dummy-test-kernel"])]
         assert chosen == ["cublas/row/fast", "dummy-test-kernel/row/fast"]
-        assert {c.key for c in C.select(recipes=["tensor"], accumulations=["precise"])} == {"cublas/tensor/precise"}
+        assert {c.key for c in C.select(["cublas"], ["tensor"], ["precise"])} == {"cublas/tensor/precise"}
         with pytest.raises(ValueError, match="unknown contender"):
             C.select(["nope"])
         with pytest.raises(ValueError, match="unknown accumulation"):

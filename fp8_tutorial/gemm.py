@@ -1,0 +1,235 @@
+"""``scaled_mm``: FP8 matrix multiplication with the conventions of ``torch._scaled_mm``.
+
+``a`` (M, K) and ``b`` (K, N) are FP8 (e4m3fn or e5m2); ``b`` is normally the column-major
+``w.t()`` of an (N, K) weight, and a row-major ``b`` is taken too (slower: its tiles are not
+K-contiguous). ``scale_a`` and ``scale_b`` are float32 dequantization multipliers:
+
+| recipe   | scale_a            | scale_b                |
+|----------|--------------------|------------------------|
+| tensor   | one element        | one element            |
+| row      | (M, 1)             | (1, N)                 |
+| block    | (M, K/128)         | (K/128, N/128)         |
+
+(per-tensor and per-row may be mixed). Kernels are registered by name; ``kernel="auto"`` takes
+the best one that can run this input on this machine, and never refuses a valid input: the
+``"reference"`` kernel (dequantize and multiply in float32 with torch) takes everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import triton
+
+from ._env import ON_GPU
+from .kernels.tiled import tiled_kernel
+from .quant import FP8_DTYPES, dequantize
+
+OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
+
+@dataclass(frozen=True)
+class Operands:
+    """Validated inputs: ``recipe_a``/``recipe_b`` are "tensor", "row" or "block"."""
+
+    a: torch.Tensor
+    b: torch.Tensor
+    scale_a: torch.Tensor
+    scale_b: torch.Tensor
+    recipe_a: str
+    recipe_b: str
+
+    @property
+    def M(self) -> int:
+        return self.a.shape[0]
+
+    @property
+    def K(self) -> int:
+        return self.a.shape[1]
+
+    @property
+    def N(self) -> int:
+        return self.b.shape[1]
+
+
+def _scale_kind(scale, rows: int, cols: int, name: str, block_shape) -> str:
+    if not isinstance(scale, torch.Tensor):
+        raise TypeError(f"{name} must be a float32 torch.Tensor, got {type(scale).__name__}")
+    if scale.dtype != torch.float32:
+        raise TypeError(f"{name} must be float32 (a dequantization multiplier), got {scale.dtype}")
+    if scale.numel() == 1:
+        return "tensor"
+    if tuple(scale.shape) == (rows, cols):
+        return "row"
+    if block_shape is not None and tuple(scale.shape) == block_shape:
+        return "block"
+    expected = f"one element, or {(rows, cols)} per row"
+    if block_shape is not None:
+        expected += f", or {block_shape} block-wise"
+    raise ValueError(f"{name} has shape {tuple(scale.shape)}: expected {expected}")
+
+
+def check_operands(a, b, scale_a, scale_b) -> Operands:
+    """Validate the inputs of ``scaled_mm``; raise TypeError/ValueError that says what was expected."""
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype not in FP8_DTYPES:
+            raise TypeError(f"{name} must be torch.float8_e4m3fn or torch.float8_e5m2, got {t.dtype} "
+                            "(quantize it first: fp8_tutorial.quantize)")
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+    M, K = a.shape
+    K2, N = b.shape
+    if K != K2:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns must equal b's rows "
+                         "(b is (K, N), e.g. w.t() for a weight w of shape (N, K))")
+    if min(M, N, K) == 0:
+        raise ValueError(f"empty operands: a {tuple(a.shape)}, b {tuple(b.shape)}")
+    if a.device != b.device:
+        raise ValueError(f"a is on {a.device} and b on {b.device}")
+    block = K % 128 == 0 and N % 128 == 0
+    kind_a = _scale_kind(scale_a, M, 1, "scale_a", (M, K // 128) if block else None)
+    kind_b = _scale_kind(scale_b, 1, N, "scale_b", (K // 128, N // 128) if block else None)
+    if (kind_a == "block") != (kind_b == "block"):
+        raise ValueError(f"block-wise scaling needs both scales block-wise (scale_a {tuple(scale_a.shape)}, "
+                         f"scale_b {tuple(scale_b.shape)}): (M, K/128) and (K/128, N/128)")
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s.device != a.device:
+            raise ValueError(f"{name} is on {s.device}, the operands on {a.device}")
+    return Operands(a, b, scale_a, scale_b, kind_a, kind_b)
+
+
+# ---- the kernel registry ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    run: Callable[[Operands, torch.Tensor, bool], None]  # (operands, out, precise) -> fills out
+    refuses: Callable[[Operands], str | None]            # why it cannot take these operands, or None
+    priority: int                                          # "auto" prefers higher
+
+
+KERNELS: dict[str, Kernel] = {}
+
+
+def register_kernel(name: str, refuses, priority: int):
+    def wrap(run):
+        KERNELS[name] = Kernel(name, run, refuses, priority)
+        return run
+    return wrap
+
+
+def _reference_refuses(ops: Operands) -> str | None:
+    return None
+
+
+@register_kernel("reference", _reference_refuses, priority=0)
+def _reference(ops: Operands, out: torch.Tensor, precise: bool) -> None:
+    """Dequantize both operands to float32 and multiply with torch: slow, simple, takes anything."""
+    a = dequantize(ops.a, ops.scale_a.reshape(()) if ops.recipe_a == "tensor" else ops.scale_a)
+    b = dequantize(ops.b.t().contiguous(), ops.scale_b.reshape(()) if ops.recipe_b == "tensor" else ops.scale_b.t()).t()
+    out.copy_(a @ b)
+
+
+# ---- the tiled kernel --------------------------------------------------------------------------
+
+def _tiled_configs():
+    configs = []
+    for bm, bn, warps, stages in [(128, 256, 8, 3), (128, 128, 8, 4), (64, 128, 4, 4), (64, 64, 4, 4)]:
+        configs.append(triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 128, "GROUP_M": 8},
+                                     num_warps=warps, num_stages=stages))
+    return configs
+
+
+def _prune(configs, named_args, **kwargs):
+    """Drop tiles far larger than the problem: a 128-row tile for M = 16 only wastes work."""
+    M, N = named_args["M"], named_args["N"]
+    kept = [c for c in configs if c.kwargs["BLOCK_M"] <= max(64, triton.next_power_of_2(M))
+            and c.kwargs["BLOCK_N"] <= max(64, triton.next_power_of_2(N))]
+    return kept or configs[-1:]
+
+
+_tiled_tuned = triton.autotune(
+    configs=_tiled_configs(), key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", "EVEN_K"],
+    prune_configs_by={"early_config_prune": _prune}, warmup=5, rep=20,
+)(tiled_kernel) if ON_GPU else None
+
+# In the interpreter, one small configuration: autotuning needs a GPU, and the interpreter's cost
+# grows with the tile size.
+_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}
+
+
+def _tiled_refuses(ops: Operands) -> str | None:
+    if "block" in (ops.recipe_a, ops.recipe_b):
+        return "the tiled kernel applies per-tensor and per-row scales only, once, after the K loop"
+    if ops.a.is_cuda and torch.cuda.get_device_capability(ops.a.device)[0] < 9 and \
+            torch.cuda.get_device_capability(ops.a.device) < (8, 9):
+        return "FP8 tensor cores need compute capability 8.9 or newer"
+    return None
+
+
+@register_kernel("tiled", _tiled_refuses, priority=10)
+def _tiled(ops: Operands, out: torch.Tensor, precise: bool) -> None:
+    M, N, K = ops.M, ops.N, ops.K
+    sa = ops.scale_a.reshape(-1)
+    sb = ops.scale_b.reshape(-1)
+    args = (ops.a, ops.b, out, sa, sb, M, N, K, ops.a.stride(0), ops.a.stride(1), ops.b.stride(0),
+            ops.b.stride(1), out.stride(0), out.stride(1))
+    flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)
+    if _tiled_tuned is not None:
+        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
+        _tiled_tuned[grid](*args, **flags, EVEN_K=K % 128 == 0)
+    else:
+        cfg = _INTERPRETER_CONFIG
+        grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
+        tiled_kernel[grid](*args, **flags, **cfg, EVEN_K=K % cfg["BLOCK_K"] == 0)
+
+
+# ---- the public entry point --------------------------------------------------------------------
+
+def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
+              out_dtype: torch.dtype = torch.bfloat16, kernel: str = "auto", precise: bool = False,
+              out: torch.Tensor | None = None) -> torch.Tensor:
+    """``(a.float() * scale_a) @ (b.float() * scale_b)`` in ``out_dtype`` (module docstring).
+
+    ``precise=True`` promotes partial sums to float32 every 128 values of K (cuBLAS's
+    ``use_fast_accum=False``); the default accumulates in the tensor cores' own precision.
+    ``kernel`` names a registered kernel (``fp8_tutorial.gemm.KERNELS``) or is "auto"; ``out``,
+    if given, is an (M, N) tensor of ``out_dtype`` to write into.
+    """
+    ops = check_operands(a, b, scale_a, scale_b)
+    if out_dtype not in OUT_DTYPES:
+        raise TypeError(f"out_dtype must be one of {', '.join(map(str, OUT_DTYPES))}, got {out_dtype}")
+    if out is None:
+        out = torch.empty((ops.M, ops.N), dtype=out_dtype, device=a.device)
+    elif out.shape != (ops.M, ops.N) or out.dtype != out_dtype or out.device != a.device:
+        raise ValueError(f"out must be a {(ops.M, ops.N)} {out_dtype} tensor on {a.device}, "
+                         f"got {tuple(out.shape)} {out.dtype} on {out.device}")
+    if kernel == "auto":
+        chosen = max((k for k in KERNELS.values() if k.refuses(ops) is None), key=lambda k: k.priority)
+    elif kernel in KERNELS:
+        chosen = KERNELS[kernel]
+        why = chosen.refuses(ops)
+        if why:
+            raise ValueError(f"kernel {kernel!r} cannot take these operands: {why}")
+    else:
+        raise ValueError(f"unknown kernel {kernel!r}: expected 'auto' or one of {', '.join(KERNELS)}")
+    chosen.run(ops, out, bool(precise))
+    return out
+
+
+# ---- as a benchmark contender ----------------------------------------------------------------
+
+def _register_contenders() -> None:
+    from .contenders import register
+
+    @register("tiled", ["tensor", "row"], description="fp8_tutorial.kernels.tiled: one program per tile")
+    def _tiled_contender(p, precise: bool):
+        out = torch.empty((p.M, p.N), dtype=torch.bfloat16, device=p.a.device)
+        return lambda: scaled_mm(p.a, p.b, p.scale_a, p.scale_b, kernel="tiled", precise=precise, out=out)
+
+
+_register_contenders()

@@ -1,0 +1,53 @@
+"""A tiled FP8 GEMM: one program per output tile, pointers and masks, any M, N, K >= 1.
+
+C = (A @ B) * scales, A (M, K) and B (K, N) in FP8. B is read in (BLOCK_N, BLOCK_K) tiles, K-major,
+the layout Hopper's FP8 wgmma wants for both operands, and ``tl.dot(a, b.T)`` multiplies them.
+"""
+
+import triton
+import triton.language as tl
+
+from .common import grouped_tile, scale_epilogue
+
+
+@triton.jit
+def tiled_kernel(
+    a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    ROW_A: tl.constexpr, ROW_B: tl.constexpr, PRECISE: tl.constexpr, EVEN_K: tl.constexpr,
+):
+    """C[M, N] = scale(A[M, K] @ B[K, N]), accumulated in fp32, stored in C's dtype.
+
+    Rows of A and columns of B past the edge are read wrapped around (``% M``, ``% N``) rather than
+    masked, and their results are never stored; K is masked unless EVEN_K. PRECISE promotes the
+    tensor cores' partial sums to fp32 after every BLOCK_K step (like cuBLAS without fast
+    accumulation); otherwise they accumulate in the tensor cores' own precision across the K loop.
+    """
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (rows % M)[:, None].to(tl.int64) * stride_am + ks[None, :] * stride_ak
+    b_ptrs = b_ptr + (cols % N)[:, None].to(tl.int64) * stride_bn + ks[None, :] * stride_bk
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            k_left = K - k * BLOCK_K
+            a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=ks[None, :] < k_left, other=0.0)
+        if PRECISE:
+            acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+        else:
+            acc = tl.dot(a, b.T, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    acc = scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
+    c_ptrs = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])

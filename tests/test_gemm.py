@@ -1,0 +1,123 @@
+"""fp8_tutorial.gemm: scaled_mm against float64 at many shapes, and its input checks."""
+
+import pytest
+import torch
+
+import fp8_tutorial as fp8
+from fp8_tutorial import gemm
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+# Odd shapes, primes and sizes under one tile; larger ones only where kernels are compiled.
+SHAPES = [(1, 1, 1), (1, 16, 1), (7, 13, 5), (33, 100, 65), (64, 128, 64), (97, 257, 131), (130, 300, 70)]
+if fp8.ON_GPU:
+    SHAPES += [(512, 3072, 1536), (1000, 1000, 1000), (2304, 1536, 3072), (4097, 512, 257)]
+
+
+def operands(M, K, N, recipe_a, recipe_b, gen, device, fp8_dtype=E4M3):
+    """x (M, K) with rows spanning 2^-4..2^3 and w (N, K) with rows likewise (float16 outputs stay finite), so that a scale
+    applied to the wrong row or column shows as a large error."""
+    x = torch.randn(M, K, generator=gen) * torch.exp2(torch.randint(-4, 4, (M, 1), generator=gen).float())
+    w = torch.randn(N, K, generator=gen) * torch.exp2(torch.randint(-4, 4, (N, 1), generator=gen).float())
+    a, sa = fp8.quantize(x.to(device), recipe_a, fp8_dtype)
+    wq, sw = fp8.quantize(w.to(device), recipe_b, fp8_dtype)
+    return a, wq.t(), sa, sw.t()
+
+
+def tolerance(out_dtype, precise):
+    if not fp8.ON_GPU:  # the interpreter multiplies exactly: only the output rounding remains
+        return {torch.float32: 1e-6, torch.bfloat16: 4e-3, torch.float16: 1e-3}[out_dtype]
+    return {torch.float32: 4e-3, torch.bfloat16: 6e-3, torch.float16: 4e-3}[out_dtype] / (2 if precise else 1)
+
+
+@pytest.mark.parametrize("M,K,N", SHAPES)
+@pytest.mark.parametrize("recipes", [("tensor", "tensor"), ("row", "row"), ("tensor", "row"), ("row", "tensor")])
+def test_tiled_matches_float64(M, K, N, recipes, gen, device):
+    a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    for out_dtype in [torch.bfloat16]:
+        for precise in (False, True):
+            out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
+            got = fp8.scaled_mm(a, b, sa, sb, out_dtype=out_dtype, kernel="tiled", precise=precise, out=out)
+            assert got is out
+            err = fp8.rel_error(out, ref)
+            assert err < tolerance(out_dtype, precise), (out_dtype, precise, err)
+
+
+@pytest.mark.parametrize("M,K,N", [(33, 100, 65), (130, 384, 257)])
+@pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16])
+def test_tiled_output_dtypes(M, K, N, out_dtype, gen, device):
+    a, b, sa, sb = operands(M, K, N, "row", "tensor", gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    for precise in (False, True):
+        out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
+        fp8.scaled_mm(a, b, sa, sb, out_dtype=out_dtype, kernel="tiled", precise=precise, out=out)
+        assert fp8.rel_error(out, ref) < tolerance(out_dtype, precise)
+
+
+@pytest.mark.parametrize("fp8_dtypes", [(E5M2, E5M2), (E4M3, E5M2)])
+def test_e5m2_operands(fp8_dtypes, gen, device):
+    a, _, sa, _ = operands(64, 256, 96, "row", "row", gen, device, fp8_dtypes[0])
+    _, b, _, sb = operands(64, 256, 96, "row", "row", gen, device, fp8_dtypes[1])
+    out = fp8.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, kernel="tiled")
+    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.float32, False)
+
+
+def test_row_major_b_is_handled(gen, device):
+    a, b, sa, sb = operands(100, 384, 130, "row", "row", gen, device)
+    b_rows = b.contiguous()  # the same values, row-major
+    assert b_rows.stride() != b.stride()
+    ref = fp8.reference_mm(a, b, sa, sb)
+    out = fp8.scaled_mm(a, b_rows, sa, sb, out_dtype=torch.float32, kernel="tiled")
+    assert fp8.rel_error(out, ref) < tolerance(torch.float32, False)
+
+
+def test_auto_never_refuses_a_valid_input(gen, device):
+    x, w = torch.randn(128, 256, generator=gen).to(device), torch.randn(128, 256, generator=gen).to(device)
+    a, sa = fp8.quantize(x, "1x128")
+    wq, sw = fp8.quantize(w, "128x128")
+    out = fp8.scaled_mm(a, wq.t(), sa, sw.t())  # block-wise: no fast kernel yet, the reference takes it
+    assert fp8.rel_error(out, fp8.reference_mm(a, wq.t(), sa, sw.t())) < 5e-3
+    with pytest.raises(ValueError, match="tiled.*per-tensor and per-row"):
+        fp8.scaled_mm(a, wq.t(), sa, sw.t(), kernel="tiled")
+
+
+def test_auto_picks_the_tiled_kernel(gen, device, monkeypatch):
+    calls = []
+    original = gemm.KERNELS["tiled"]
+    monkeypatch.setitem(gemm.KERNELS, "tiled", gemm.Kernel("tiled", lambda o, out, p: calls.append(1) or
+                                                            original.run(o, out, p), original.refuses, original.priority))
+    a, b, sa, sb = operands(16, 32, 16, "row", "row", gen, device)
+    fp8.scaled_mm(a, b, sa, sb)
+    assert calls == [1]
+
+
+def _ops(device):
+    a = torch.ones(8, 32, device=device).to(E4M3)
+    b = torch.ones(16, 32, device=device).to(E4M3).t()
+    return a, b, torch.ones((), device=device), torch.ones((), device=device)
+
+
+@pytest.mark.parametrize("change,exc,match", [
+    (lambda a, b, sa, sb: (a.half(), b, sa, sb), TypeError, "float8_e4m3fn or torch.float8_e5m2"),
+    (lambda a, b, sa, sb: ("a", b, sa, sb), TypeError, "torch.Tensor"),
+    (lambda a, b, sa, sb: (a[None], b, sa, sb), ValueError, "2-D"),
+    (lambda a, b, sa, sb: (a[:, :16], b, sa, sb), ValueError, "a's columns must equal b's rows"),
+    (lambda a, b, sa, sb: (a, b, sa.double(), sb), TypeError, "float32"),
+    (lambda a, b, sa, sb: (a, b, torch.ones(3, 1, device=sa.device), sb), ValueError, r"scale_a has shape \(3, 1\)"),
+    (lambda a, b, sa, sb: (a, b, sa, torch.ones(16, 1, device=sa.device)), ValueError, r"scale_b has shape \(16, 1\)"),
+    (lambda a, b, sa, sb: (a, b, 1.0, sb), TypeError, "scale_a must be a float32 torch.Tensor"),
+    (lambda a, b, sa, sb: (a[:0], b, sa, sb), ValueError, "empty"),
+])
+def test_bad_input(change, exc, match, device):
+    with pytest.raises(exc, match=match):
+        fp8.scaled_mm(*change(*_ops(device)))
+
+
+def test_bad_options(device):
+    ops = _ops(device)
+    with pytest.raises(ValueError, match="unknown kernel 'fast'"):
+        fp8.scaled_mm(*ops, kernel="fast")
+    with pytest.raises(TypeError, match="out_dtype"):
+        fp8.scaled_mm(*ops, out_dtype=torch.int32)
+    with pytest.raises(ValueError, match="out must be a"):
+        fp8.scaled_mm(*ops, out=torch.empty(8, 15, dtype=torch.bfloat16, device=device))
