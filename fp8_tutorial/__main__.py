@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--accumulation", nargs="*", help="fast precise (default: both)")
     p.add_argument("--reps", type=int, default=30, help="timed repetitions per contender (default 30)")
     p.add_argument("--output", type=Path, help="results file (default: results/<gpu>.json)")
-    p.add_argument("--merge", action="store_true",
-                   help="replace only the measured records in an existing output file, keep the rest")
+    p.add_argument("--replace", action="store_true",
+                   help="overwrite the output file (default: merge, replacing only the records measured now)")
     p.add_argument("--list", action="store_true", help="list the registered contenders and exit")
     p = sub.add_parser("report", help="print a markdown table of a results file and write a figure")
     p.add_argument("file", type=Path)
@@ -64,11 +64,19 @@ def main(argv: list[str] | None = None) -> int:
                   "run in Triton's interpreter on small shapes and time nothing. `make test` runs them "
                   "that way; pass --allow-no-gpu to execute anyway.", file=sys.stderr)
             return 2
-        book.execute(args.chapters, timeout=args.timeout)
+        try:
+            book.execute(args.chapters, timeout=args.timeout)
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 2
         return 0
     if args.command == "convert":
-        for path in book.convert(args.out, args.chapters):
-            print(path)
+        try:
+            for path in book.convert(args.out, args.chapters):
+                print(path)
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 2
         return 0
     problems = book.sync_problems()
     for line in problems:
@@ -98,7 +106,7 @@ def _bench(args) -> int:
         return 2
     output = args.output or results.RESULTS / f"{results.gpu_slug()}.json"
     data = scoreboard.run(shapes, args.contenders, args.recipes, args.accumulation, reps=args.reps)
-    if args.merge and output.exists():
+    if not args.replace and output.exists():
         data = scoreboard.merge(scoreboard.load(output), data)
     scoreboard.save(data, output)
     print(scoreboard.table(data))

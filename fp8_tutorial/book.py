@@ -25,7 +25,7 @@ def chapters(selection: list[str] | None = None) -> list[Path]:
         match = [p for p in found if p.stem == want or p.stem.split("_", 1)[0] == want]
         if not match:
             names = ", ".join(p.stem for p in found)
-            raise SystemExit(f"no chapter {want!r} in notebooks/ (have: {names})")
+            raise ValueError(f"no chapter {want!r} in notebooks/ (have: {names})")
         picked += match
     return picked
 

@@ -24,6 +24,7 @@ from typing import Callable
 
 import torch
 
+from ._env import DEVICE
 from .checks import reference_mm
 from .quant import quantize
 
@@ -32,6 +33,10 @@ ACCUMULATIONS = ("fast", "precise")
 #: The reference script's shapes: M in 512, 1152, 2304, 4608 with (K, N) = (3072, 12288) and (12288, 3072).
 SEED_SHAPES = [(M, K, N) for M in (512, 1152, 2304, 4608) for K, N in ((3072, 12288), (12288, 3072))]
 BASELINE = "cublas"
+
+
+def shape_name(M: int, K: int, N: int) -> str:
+    return f"{M}x{K}x{N}"
 
 _GRANULARITY = {"tensor": ("tensor", "tensor"), "row": ("row", "row"), "block": ("1x128", "128x128")}
 
@@ -54,7 +59,7 @@ class Problem:
 
     @property
     def shape(self) -> str:
-        return f"{self.M}x{self.K}x{self.N}"
+        return shape_name(self.M, self.K, self.N)
 
 
 def make_problem(M: int, K: int, N: int, recipe: str, device=None, seed: int | None = None) -> Problem:
@@ -63,7 +68,7 @@ def make_problem(M: int, K: int, N: int, recipe: str, device=None, seed: int | N
         raise ValueError(f"unknown recipe {recipe!r}: expected one of {', '.join(RECIPES)}")
     if recipe == "block" and (K % 128 or N % 128):
         raise ValueError(f"the block recipe needs K and N divisible by 128, got K={K}, N={N}")
-    device = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device) if device is not None else DEVICE
     g = torch.Generator(device=device)
     g.manual_seed(seed) if seed is not None else g.seed()
     x = torch.randn(M, K, device=device, generator=g).to(torch.bfloat16)
@@ -110,6 +115,7 @@ def register(name: str, recipes, accumulations=ACCUMULATIONS, description: str =
 def select(names=None, recipes=None, accumulations=None) -> list[Contender]:
     """Registered contenders filtered by name, recipe and accumulation, with the cuBLAS baseline of
     every (recipe, accumulation) chosen always included: ratios come from the same run."""
+    names, recipes, accumulations = ([v] if isinstance(v, str) else v for v in (names, recipes, accumulations))
     for what, given, known in [("contender", names, {c.name for c in REGISTRY.values()}),
                                ("recipe", recipes, set(RECIPES)), ("accumulation", accumulations, set(ACCUMULATIONS))]:
         unknown = set(given or ()) - known

@@ -36,6 +36,8 @@ def all_values(dtype: torch.dtype) -> torch.Tensor:
 
 def describe(dtype: torch.dtype) -> FormatInfo:
     """Read a format's numbers off its 256 decoded codes (nothing here is typed in by hand)."""
+    if dtype not in FORMATS.values():
+        raise TypeError(f"dtype must be one of {list(FORMATS.values())}, got {dtype}")
     v = all_values(dtype)
     finite = v[torch.isfinite(v)]
     positive = finite[finite > 0].unique()
@@ -62,6 +64,9 @@ def triton_cast(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Convert a float tensor to FP8 with a Triton kernel (compiled on a GPU, else interpreted)."""
     if dtype not in FORMATS.values():
         raise TypeError(f"dtype must be one of {list(FORMATS.values())}, got {dtype}")
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"triton_cast converts a float32, float16 or bfloat16 tensor, got "
+                        f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}")
     flat = x.contiguous().reshape(-1)
     out = torch.empty(flat.shape, dtype=dtype, device=x.device)
     BLOCK = 1024

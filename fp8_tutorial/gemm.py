@@ -129,9 +129,7 @@ def _reference_refuses(ops: Operands) -> str | None:
 @register_kernel("reference", _reference_refuses, priority=0)
 def _reference(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     """Dequantize both operands to float32 and multiply with torch: slow, simple, takes anything."""
-    a = dequantize(ops.a, ops.scale_a.reshape(()) if ops.recipe_a == "tensor" else ops.scale_a)
-    b = dequantize(ops.b.t().contiguous(), ops.scale_b.reshape(()) if ops.recipe_b == "tensor" else ops.scale_b.t()).t()
-    out.copy_(a @ b)
+    out.copy_(dequantize(ops.a, ops.scale_a) @ dequantize(ops.b, ops.scale_b))
 
 
 # ---- the tiled kernel --------------------------------------------------------------------------

@@ -29,7 +29,7 @@ import triton
 from .kernels import quantize as _k
 
 GRANULARITIES = ("tensor", "row", "1x128", "128x128")
-INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
+INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 FP8_DTYPES = (torch.float8_e4m3fn, torch.float8_e5m2)
 #: Largest finite value of each FP8 format.
 FP8_MAX = {dtype: float(torch.finfo(dtype).max) for dtype in FP8_DTYPES}
@@ -43,7 +43,7 @@ def _check(x, granularity: str, dtype: torch.dtype) -> None:
         raise TypeError(f"quantize expects a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in INPUT_DTYPES:
         raise TypeError(
-            f"quantize expects a floating-point tensor (float32, bfloat16, float16 or float64), got {x.dtype}")
+            f"quantize expects a floating-point tensor (float32, bfloat16 or float16), got {x.dtype}")
     if x.layout != torch.strided:
         raise TypeError(f"quantize expects a dense (strided) tensor, got layout {x.layout}")
     if granularity not in GRANULARITIES:

@@ -17,6 +17,9 @@ from .checks import rel_error
 
 #: An output this far from the float64 product is wrong, whatever its speed (FP8 GEMMs land near 3e-3).
 TOLERANCE = 1e-2
+#: A contender must also stay within this factor of the same-run cuBLAS error of its recipe and
+#: accumulation (plus FLOOR): a "precise" kernel that accumulates like a fast one fails here.
+ERROR_FACTOR, FLOOR = 1.5, 1e-4
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -31,8 +34,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return M, K, N
 
 
-def shape_name(M: int, K: int, N: int) -> str:
-    return f"{M}x{K}x{N}"
+shape_name = C.shape_name
 
 
 class _Progress:
@@ -65,9 +67,12 @@ def run(shapes, names=None, recipes=None, accumulations=None, reps: int = 30, pr
     (interleaved, L2 flushed). Returns the records with the run's provenance.
     """
     require_gpu("the benchmark")
+    if reps < 1:
+        raise ValueError(f"reps must be at least 1, got {reps}")
     chosen = C.select(names, recipes, accumulations)
     env = environment().as_dict()
     clocks_before = gpu_clocks()
+    measured = env["date"]
     records = []
     bar = _Progress(len(shapes), progress)
     for M, K, N in shapes:
@@ -90,14 +95,14 @@ def run(shapes, names=None, recipes=None, accumulations=None, reps: int = 30, pr
             records.append({"contender": c.name, "recipe": c.recipe, "accumulation": c.accumulation, "key": key,
                             "M": M, "K": K, "N": N, "shape": shape, "median_ms": r.median_ms, "p10_ms": r.p10_ms,
                             "p90_ms": r.p90_ms, "min_ms": r.min_ms, "reps": r.reps, "tflops": r.tflops,
-                            "rel_error": err, "ok": bool(err < TOLERANCE)})
+                            "rel_error": err, "measured": measured})
         for key, (c, why) in failed.items():
             records.append({"contender": c.name, "recipe": c.recipe, "accumulation": c.accumulation, "key": key,
-                            "M": M, "K": K, "N": N, "shape": shape, "error": why})
-        _add_ratios(records)
+                            "M": M, "K": K, "N": N, "shape": shape, "error": why, "measured": measured})
         del problems, fns
         torch.cuda.empty_cache()
         bar.step(shape)
+    _add_ratios(records)
     return {"environment": env, "clocks": {"before": clocks_before, "after": gpu_clocks()},
             "settings": {"reps": reps, "flush_l2": True, "tolerance": TOLERANCE,
                          "harness": "fp8_tutorial.bench.benchmark: CUDA events, L2 flushed, interleaved, median"},
@@ -105,11 +110,18 @@ def run(shapes, names=None, recipes=None, accumulations=None, reps: int = 30, pr
 
 
 def _add_ratios(records: list[dict]) -> None:
-    base = {(r["shape"], r["recipe"], r["accumulation"]): r.get("tflops") for r in records
-            if r["contender"] == C.BASELINE}
+    """Judge each output (``ok``) and give each correct contender its ratio to the cuBLAS baseline
+    of the same shape, recipe and accumulation, measured in the same run. A wrong output gets no
+    ratio: its speed means nothing."""
+    base = {(r["shape"], r["recipe"], r["accumulation"]): r for r in records
+            if r["contender"] == C.BASELINE and "tflops" in r}
     for r in records:
+        if "tflops" not in r:
+            continue
         b = base.get((r["shape"], r["recipe"], r["accumulation"]))
-        r["ratio"] = r["tflops"] / b if r.get("tflops") and b else None
+        limit = TOLERANCE if b is None else min(TOLERANCE, ERROR_FACTOR * b["rel_error"] + FLOOR)
+        r["ok"] = bool(r["rel_error"] <= limit)
+        r["ratio"] = r["tflops"] / b["tflops"] if r["ok"] and b is not None and b.get("ok", True) else None
 
 
 def merge(old: dict, new: dict) -> dict:
@@ -117,7 +129,7 @@ def merge(old: dict, new: dict) -> dict:
     the rest of ``old`` stays. Ratios were computed within each run and stay as they were."""
     keys = {(r["key"], r["shape"]) for r in new["records"]}
     kept = [r for r in old["records"] if (r["key"], r["shape"]) not in keys]
-    return {**new, "records": kept + new["records"], "merged_from": old.get("environment", {}).get("date")}
+    return {**old, **new, "records": kept + new["records"]}
 
 
 def save(data: dict, path: Path) -> Path:
@@ -174,10 +186,11 @@ def table(data: dict) -> str:
                 cells.append("")
             elif "error" in r:
                 cells.append("n/a")
+            elif not r.get("ok", True):
+                cells.append(f"WRONG {r['rel_error']:.1e}")
             else:
                 ratio = f" ({r['ratio']:.2f}x)" if r.get("ratio") is not None and r["contender"] != C.BASELINE else ""
-                flag = "" if r.get("ok", True) else " WRONG"
-                cells.append(f"{r['tflops']:.0f}{ratio}<br>{r['rel_error']:.1e}{flag}")
+                cells.append(f"{r['tflops']:.0f}{ratio}<br>{r['rel_error']:.1e}")
         lines.append(f"| {shape} | " + " | ".join(cells) + " |")
     failures = sorted({f"- {r['key']} on {r['shape']}: {r['error']}" for r in records if "error" in r})
     if failures:
@@ -190,7 +203,7 @@ def figure(data: dict, path: Path | None = None, title: str | None = None):
     import matplotlib.pyplot as plt
     import numpy as np
 
-    records = [r for r in data["records"] if "tflops" in r]
+    records = [r for r in data["records"] if "tflops" in r and r.get("ok", True)]  # wrong outputs: no bar
     cols = _columns(records)
     shapes = _shapes_in_order(records)
     by = {(r["shape"], r["key"]): r["tflops"] for r in records}

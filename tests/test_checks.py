@@ -19,6 +19,9 @@ def test_rel_error():
         fp8.rel_error(ref, torch.tensor([1.0, float("nan")]))
     big = torch.tensor([3e200, 4e200], dtype=torch.float64)
     assert fp8.rel_error(big * 1.1, big) == pytest.approx(0.1)
+    tiny = torch.tensor([3e-170, 4e-170], dtype=torch.float64)
+    assert fp8.rel_error(tiny * 1.5, tiny) == pytest.approx(0.5)
+    assert fp8.rel_error(torch.zeros(2, dtype=torch.float64), tiny) == pytest.approx(1.0)
 
 
 def test_poisoned_output_never_passes():

@@ -59,7 +59,26 @@ def test_relative_spacing_bounds():
     assert formats.dynamic_range_binades(E4M3) == pytest.approx(17.807, abs=1e-3)
 
 
-def test_triton_cast_bad_dtype():
+def test_triton_cast_bad_input():
     with pytest.raises(TypeError, match="dtype"):
         formats.triton_cast(torch.ones(3), torch.float16)
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
+        formats.triton_cast(torch.ones(3, dtype=torch.float64), E4M3)
+    with pytest.raises(TypeError, match="float32, float16 or bfloat16"):
+        formats.triton_cast([1.0], E4M3)
+    with pytest.raises(TypeError, match="dtype"):
+        formats.describe(torch.float16)
+
+
+@pytest.mark.parametrize("dtype,pairs", [
+    (E4M3, [(124.2, 128), (1000, 448), (464, 448), (480, 448), (-1000, -448), (1.0625, 1.0), (1.1875, 1.25),
+            (2.0**-10, 0.0), (3 * 2.0**-10, 2.0**-8), (float("inf"), 448)]),
+    (E5M2, [(61440, 57344), (1e9, 57344), (1.125, 1.0), (1.375, 1.5), (-float("inf"), -57344)]),
+])
+def test_triton_cast_known_values(dtype, pairs, device):
+    """Fixed expectations (not computed by the code under test): rounding to nearest even,
+    ties to even, saturation, underflow to zero."""
+    x = torch.tensor([p[0] for p in pairs], dtype=torch.float32)
+    y = formats.triton_cast(x.to(device), dtype).float().cpu()
+    assert y.tolist() == [p[1] for p in pairs]
 

@@ -188,6 +188,7 @@ def test_roundtrip_error_is_small(granularity, gen, device):
 @pytest.mark.parametrize("x,granularity,kwargs,exc,match", [
     (torch.ones(4, 4, dtype=torch.int32), "tensor", {}, TypeError, "floating-point"),
     (torch.ones(4, 4).to(E4M3), "tensor", {}, TypeError, "floating-point"),
+    (torch.ones(4, 4, dtype=torch.float64), "tensor", {}, TypeError, "float32, bfloat16 or float16"),
     (torch.ones(4, 4).to(torch.float8_e4m3fnuz), "tensor", {}, TypeError, "floating-point"),
     (torch.ones(4, 4).to(torch.float8_e5m2fnuz), "row", {}, TypeError, "floating-point"),
     (torch.ones(4, 4, dtype=torch.complex64), "row", {}, TypeError, "floating-point"),

@@ -50,11 +50,25 @@ def test_ratios_and_table():
 
 
 def test_merge_replaces_only_remeasured_records():
-    old = _synthetic()
+    old = dict(_synthetic(), ceilings={"copy_gbps": 4000.0})
     new = {"environment": {"date": "later"}, "records": [dict(old["records"][0], tflops=1.0)]}
     merged = scoreboard.merge(old, new)
     assert len(merged["records"]) == len(old["records"])
     assert sum(r["tflops"] == 1.0 for r in merged["records"] if "tflops" in r) == 1
+    assert merged["ceilings"] == {"copy_gbps": 4000.0} and merged["environment"]["date"] == "later"
+
+
+def test_wrong_output_gets_no_ratio():
+    """A contender whose error exceeds 1.5x the same-run cuBLAS error is marked wrong: no ratio,
+    no bar, WRONG in the table, however fast it was."""
+    data = _synthetic()
+    for r in data["records"]:
+        if r["key"] == "mykernel/row/fast" and r["shape"] == "512x3072x12288":
+            r["rel_error"] = 3e-3 * 2.0
+    scoreboard._add_ratios(data["records"])
+    bad = [r for r in data["records"] if r["key"] == "mykernel/row/fast" and r["shape"] == "512x3072x12288"][0]
+    assert bad["ok"] is False and bad["ratio"] is None
+    assert "WRONG 6.0e-03" in scoreboard.table(data)
 
 
 def test_figure(tmp_path):
@@ -83,7 +97,10 @@ def test_recorded_h200_results_cover_every_cublas_contender_on_nine_shapes():
         for shape in C.SEED_SHAPES + [(8192, 8192, 8192)]:
             rec = [r for r in data["records"] if r["key"] == key and (r["M"], r["K"], r["N"]) == shape]
             assert len(rec) == 1, f"{key} {shape}"
-            if "error" not in rec[0]:
+            if key == "cublas/block/fast":  # cuBLAS refuses block-wise scaling with fast accumulation
+                assert "error" in rec[0] and "fast accum" in rec[0]["error"]
+            else:
+                assert "error" not in rec[0], rec[0]
                 assert rec[0]["ok"] and rec[0]["tflops"] > 0 and rec[0]["ratio"] == pytest.approx(1.0)
 
 
