@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import fp8_tutorial as fp8
-from fp8_tutorial.quant import AMAX_FLOOR, FP8_MAX, _quantize_torch
+from fp8_tutorial.quant import AMAX_FLOOR, FP8_MAX, _group_shape, _quantize_torch
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 # (mantissa bits, smallest subnormal exponent) of each format
@@ -68,7 +68,7 @@ def test_reference_is_fp8_quantization(granularity, shape, fp8_dtype, gen):
     q, scale = fp8.quantize(x, granularity, fp8_dtype, impl="torch")
     fmax = FP8_MAX[fp8_dtype]
     M, K = shape
-    gm, gk = {"tensor": (M, K), "row": (1, K), "1x128": (1, 128), "128x128": (128, 128)}[granularity]
+    gm, gk = _group_shape(granularity, M, K)
     groups = x.reshape(M // gm, gm, K // gk, gk).abs().amax(dim=(1, 3))
     assert torch.allclose(scale.reshape(groups.shape), groups / fmax, rtol=1e-6, atol=0)
     qg = q.float().reshape(M // gm, gm, K // gk, gk).abs().amax(dim=(1, 3))
@@ -106,7 +106,7 @@ def test_non_finite_input_poisons_its_group_only(granularity, bad, impl, gen, de
     x[5, 200] = bad
     q, scale = fp8.quantize(x, granularity, impl=impl)
     dq = fp8.dequantize(q, scale)
-    gm, gk = {"tensor": (M, K), "row": (1, K), "1x128": (1, 128), "128x128": (128, 128)}[granularity]
+    gm, gk = _group_shape(granularity, M, K)
     group = torch.zeros(M, K, dtype=torch.bool, device=device)
     r0, c0 = (5 // gm) * gm, (200 // gk) * gk
     group[r0:r0 + gm, c0:c0 + gk] = True
