@@ -78,7 +78,9 @@ def test_reference_is_fp8_quantization(granularity, shape, fp8_dtype, gen):
     s = fp8.dequantize(torch.ones_like(q), scale)  # each element's scale
     y = x / s  # what was rounded
     step = torch.exp2(torch.clamp(torch.floor(torch.log2(y.abs().clamp_min(1e-30))), min=min_exp + mantissa) - mantissa)
-    assert torch.all((q.float() - y).abs() <= step / 2 * (1 + 1e-6))
+    # half a step, plus a few float32 ulps: y = x / scale is itself rounded, while the kernels
+    # round x * (FP8_MAX / amax), which can differ from it in the last bit
+    assert torch.all((q.float() - y).abs() <= step / 2 + 4 * torch.finfo(torch.float32).eps * y.abs())
 
 
 @pytest.mark.parametrize("granularity", list(SHAPES))
