@@ -12,6 +12,7 @@ import triton
 from .kernels.cast import cast_kernel
 
 FORMATS = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+_NAMES = {dtype: name for name, dtype in FORMATS.items()}
 
 
 @dataclass(frozen=True)
@@ -41,12 +42,12 @@ def describe(dtype: torch.dtype) -> FormatInfo:
     v = all_values(dtype)
     finite = v[torch.isfinite(v)]
     positive = finite[finite > 0].unique()
-    mantissa_bits = {torch.float8_e4m3fn: 3, torch.float8_e5m2: 2}[dtype]
+    mantissa_bits = int(round(-math.log2(torch.finfo(dtype).eps)))
     exponent_bits = 7 - mantissa_bits
     min_normal = 2.0 ** (2 - 2 ** (exponent_bits - 1))  # 2^(1 - bias)
     one = int((positive == 1).nonzero())
     return FormatInfo(
-        name={torch.float8_e4m3fn: "e4m3fn", torch.float8_e5m2: "e5m2"}[dtype],
+        name=_NAMES[dtype],
         exponent_bits=exponent_bits,
         mantissa_bits=mantissa_bits,
         bias=2 ** (exponent_bits - 1) - 1,

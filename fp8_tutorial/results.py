@@ -31,13 +31,18 @@ def path(name: str, gpu: str) -> Path:
     return RESULTS / f"{name}_{gpu}.json"
 
 
+def write_json(target: Path, data: dict) -> Path:
+    """Write a results file (folders created as needed); returns its path."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(data, indent=1) + "\n")
+    return target
+
+
 def save(name: str, records: list[dict], **extra) -> Path:
     """Write records with the current environment as provenance; returns the file's path."""
     env = environment()
-    target = path(name, gpu_slug(env.gpu))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps({"environment": env.as_dict(), **extra, "records": records}, indent=1) + "\n")
-    return target
+    return write_json(path(name, gpu_slug(env.gpu)), {"environment": env.as_dict(), **extra, "records": records})
 
 
 def load(name: str, gpu: str = "h200") -> dict:

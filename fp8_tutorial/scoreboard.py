@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from . import contenders as C
+from . import results
 from ._env import environment, gpu_clocks
 from .bench import benchmark, require_gpu
 from .checks import rel_error
@@ -133,10 +134,7 @@ def merge(old: dict, new: dict) -> dict:
 
 
 def save(data: dict, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1) + "\n")
-    return path
+    return results.write_json(path, data)
 
 
 def load(path: Path) -> dict:
