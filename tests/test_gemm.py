@@ -23,10 +23,18 @@ def operands(M, K, N, recipe_a, recipe_b, gen, device, fp8_dtype=E4M3):
     return a, wq.t(), sa, sw.t()
 
 
+# Rounding to the output dtype alone moves each element by up to half an ulp: 2^-8 of it in bf16,
+# 2^-11 in fp16. A single-element product can sit at that bound, so every tolerance starts from it.
+OUTPUT_ROUNDING = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+
+
 def tolerance(out_dtype, precise):
-    if not fp8.ON_GPU:  # the interpreter multiplies exactly: only the output rounding remains
-        return {torch.float32: 1e-6, torch.bfloat16: 4e-3, torch.float16: 1e-3}[out_dtype]
-    return {torch.float32: 4e-3, torch.bfloat16: 6e-3, torch.float16: 4e-3}[out_dtype] / (2 if precise else 1)
+    """Output rounding plus what the accumulation adds: float32 sums in the interpreter (the FP8
+    products themselves are exact), and on the GPU what Hopper's tensor cores measured (chapter 03): about 3e-3 with fast
+    accumulation at K = 12288, 1.7e-3 precise, both including bf16's rounding."""
+    if not fp8.ON_GPU:
+        return OUTPUT_ROUNDING[out_dtype] + 1e-6
+    return OUTPUT_ROUNDING[out_dtype] + (2e-3 if precise else 4e-3)
 
 
 @pytest.mark.parametrize("M,K,N", SHAPES)
