@@ -19,6 +19,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -36,6 +37,12 @@ def _decide_mode() -> str:
     if torch.cuda.is_available():
         major, _ = torch.cuda.get_device_capability()
         return "hopper" if major >= 9 else "cuda"
+    if "triton" in sys.modules:
+        # Triton's own @jit helpers (tl.cdiv, tl.max, ...) were built for a GPU when it was
+        # imported; called from an interpreted kernel they fail with an obscure error.
+        raise ImportError("no GPU here, so fp8_tutorial runs Triton in its interpreter, but triton was "
+                          "imported first, without it: import fp8_tutorial before triton, or set "
+                          "TRITON_INTERPRET=1 before starting Python")
     os.environ["TRITON_INTERPRET"] = "1"
     return "interpreter"
 

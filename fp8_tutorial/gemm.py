@@ -134,12 +134,16 @@ def _reference(ops: Operands, out: torch.Tensor, precise: bool) -> None:
 
 # ---- the tiled kernel --------------------------------------------------------------------------
 
-def _tiled_configs():
-    configs = []
-    for bm, bn, warps, stages in [(128, 256, 8, 3), (128, 128, 8, 4), (64, 128, 4, 4), (64, 64, 4, 4)]:
-        configs.append(triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": 128, "GROUP_M": 8},
-                                     num_warps=warps, num_stages=stages))
-    return configs
+def _config(bm, bn, bk, warps, stages, group_m=8):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
+                         num_warps=warps, num_stages=stages)
+
+
+TILED_CONFIGS = [_config(128, 256, 128, 8, 3), _config(128, 128, 128, 8, 4), _config(64, 128, 128, 4, 4),
+                 _config(64, 64, 128, 4, 4)]
+SPLIT_K_CONFIGS = [_config(128, 128, 128, 8, 4), _config(64, 128, 128, 4, 4)]
+# EVEN_K is decided for K % 128 below: every tuned BLOCK_K must divide 128.
+assert all(128 % c.kwargs["BLOCK_K"] == 0 for c in TILED_CONFIGS + SPLIT_K_CONFIGS)
 
 
 def _prune(configs, named_args, **kwargs):
@@ -150,14 +154,20 @@ def _prune(configs, named_args, **kwargs):
     return kept or configs[-1:]
 
 
-_tiled_tuned = triton.autotune(
-    configs=_tiled_configs(), key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", "EVEN_K"],
-    prune_configs_by={"early_config_prune": _prune}, warmup=5, rep=20,
-)(tiled_kernel) if ON_GPU else None
+def _autotuned(configs, **extra):
+    if not ON_GPU:
+        return None
+    return triton.autotune(configs=configs, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", "EVEN_K", "SPLIT_K"],
+                           prune_configs_by={"early_config_prune": _prune}, warmup=5, rep=20, **extra)(tiled_kernel)
+
+
+_tiled_tuned = _autotuned(TILED_CONFIGS)
+# Split-K programs add into C: every timed trial, and the final launch, must start from zeros.
+_split_k_tuned = _autotuned(SPLIT_K_CONFIGS, reset_to_zero=["c_ptr"])
 
 # In the interpreter, one small configuration: autotuning needs a GPU, and the interpreter's cost
 # grows with the tile size.
-_INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 4}
+INTERPRETER_CONFIG = _config(32, 32, 32, 4, 1, group_m=4)
 
 
 def _tiled_refuses(ops: Operands) -> str | None:
@@ -168,21 +178,38 @@ def _tiled_refuses(ops: Operands) -> str | None:
     return None
 
 
+def launch_tiled(ops: Operands, out: torch.Tensor, precise: bool, split_k: int = 1,
+                 config: triton.Config | None = None) -> None:
+    """Run ``tiled_kernel`` into ``out``: autotuned on a GPU unless ``config`` is given.
+
+    ``split_k`` > 1 splits the K loop over that many programs per tile; they add their partial
+    tiles into a zeroed float32 buffer, which is then cast into ``out``.
+    """
+    M, N, K = ops.M, ops.N, ops.K
+    if split_k < 1:
+        raise ValueError(f"split_k must be >= 1, got {split_k}")
+    c = out if split_k == 1 else torch.zeros((M, N), dtype=torch.float32, device=out.device)
+    args = (ops.a, ops.b, c, ops.scale_a.reshape(-1), ops.scale_b.reshape(-1), M, N, K,
+            ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
+    flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise, SPLIT_K=split_k)
+    tuned = _tiled_tuned if split_k == 1 else _split_k_tuned
+    if config is None and tuned is None:
+        config = INTERPRETER_CONFIG
+    if config is None:
+        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), split_k)
+        tuned[grid](*args, **flags, EVEN_K=K % 128 == 0)
+    else:
+        meta = config.kwargs
+        grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), split_k)
+        tiled_kernel[grid](*args, **flags, **meta, EVEN_K=K % meta["BLOCK_K"] == 0,
+                           num_warps=config.num_warps, num_stages=config.num_stages)
+    if split_k > 1:
+        out.copy_(c)
+
+
 @register_kernel("tiled", _tiled_refuses, priority=10)
 def _tiled(ops: Operands, out: torch.Tensor, precise: bool) -> None:
-    M, N, K = ops.M, ops.N, ops.K
-    sa = ops.scale_a.reshape(-1)
-    sb = ops.scale_b.reshape(-1)
-    args = (ops.a, ops.b, out, sa, sb, M, N, K, ops.a.stride(0), ops.a.stride(1), ops.b.stride(0),
-            ops.b.stride(1), out.stride(0), out.stride(1))
-    flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)
-    if _tiled_tuned is not None:
-        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-        _tiled_tuned[grid](*args, **flags, EVEN_K=K % 128 == 0)
-    else:
-        cfg = _INTERPRETER_CONFIG
-        grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
-        tiled_kernel[grid](*args, **flags, **cfg, EVEN_K=K % cfg["BLOCK_K"] == 0)
+    launch_tiled(ops, out, precise)
 
 
 # ---- the public entry point --------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """fp8_tutorial._env: the execution mode and the environment report."""
 
 import os
+import subprocess
+import sys
 
+import pytest
 import torch
 
 import fp8_tutorial as fp8
@@ -32,3 +35,15 @@ def test_environment_report():
     else:
         assert env.gpu == "none"
     assert set(env.as_dict()) >= {"gpu", "driver", "torch", "triton", "numpy", "mode", "date"}
+
+
+@pytest.mark.skipif(fp8.ON_GPU, reason="the import order matters only where the interpreter is chosen")
+def test_triton_imported_first_without_gpu_is_a_clear_error():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-c", "import triton, fp8_tutorial"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0 and "import fp8_tutorial before triton" in run.stderr, run.stderr[-2000:]
+    env["TRITON_INTERPRET"] = "1"
+    ok = subprocess.run([sys.executable, "-c", "import triton, fp8_tutorial"], env=env,
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr[-2000:]

@@ -51,6 +51,21 @@ def test_tiled_matches_float64(M, K, N, recipes, gen, device):
             assert err < tolerance(out_dtype, precise), (out_dtype, precise, err)
 
 
+@pytest.mark.parametrize("M,K,N", [(1, 5, 1), (33, 100, 65), (70, 300, 129)] + ([(512, 12288, 3072)] if fp8.ON_GPU else []))
+@pytest.mark.parametrize("split_k", [2, 3])
+def test_split_k_matches_float64(M, K, N, split_k, gen, device):
+    """Each of split_k programs per tile adds its share of K; some shares are empty when K is short."""
+    a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    for precise in (False, True):
+        out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+        gemm.launch_tiled(ops, out, precise, split_k=split_k)
+        assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise)
+    with pytest.raises(ValueError, match="split_k must be >= 1"):
+        gemm.launch_tiled(ops, out, False, split_k=0)
+
+
 @pytest.mark.parametrize("M,K,N", [(33, 100, 65), (130, 384, 257)])
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.float16])
 def test_tiled_output_dtypes(M, K, N, out_dtype, gen, device):

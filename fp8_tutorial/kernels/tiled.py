@@ -17,6 +17,7 @@ def tiled_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     ROW_A: tl.constexpr, ROW_B: tl.constexpr, PRECISE: tl.constexpr, EVEN_K: tl.constexpr,
+    SPLIT_K: tl.constexpr = 1,
 ):
     """C[M, N] = scale(A[M, K] @ B[K, N]), accumulated in fp32, stored in C's dtype.
 
@@ -24,16 +25,26 @@ def tiled_kernel(
     masked, and their results are never stored; K is masked unless EVEN_K. PRECISE promotes the
     tensor cores' partial sums to fp32 after every BLOCK_K step (like cuBLAS without fast
     accumulation); otherwise they accumulate in the tensor cores' own precision across the K loop.
+
+    With SPLIT_K > 1 the grid's second axis splits the K loop: each program takes an equal share
+    of the K blocks and adds its scaled partial tile into C atomically, so C must be float32 and
+    zeroed before the launch.
     """
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    k_first, k_last = 0, tl.cdiv(K, BLOCK_K)
+    if SPLIT_K > 1:  # this program's share of the K blocks
+        k_first, k_last = tl.program_id(1) * k_last // SPLIT_K, (tl.program_id(1) + 1) * k_last // SPLIT_K
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     ks = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + (rows % M)[:, None].to(tl.int64) * stride_am + ks[None, :] * stride_ak
     b_ptrs = b_ptr + (cols % N)[:, None].to(tl.int64) * stride_bn + ks[None, :] * stride_bk
 
+    a_ptrs += k_first * BLOCK_K * stride_ak
+    b_ptrs += k_first * BLOCK_K * stride_bk
+
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
+    for k in range(k_first, k_last):
         if EVEN_K:
             a = tl.load(a_ptrs)
             b = tl.load(b_ptrs)
@@ -50,4 +61,8 @@ def tiled_kernel(
 
     acc = scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
     c_ptrs = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
+    in_c = (rows < M)[:, None] & (cols < N)[None, :]
+    if SPLIT_K == 1:
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=in_c)
+    else:
+        tl.atomic_add(c_ptrs, acc, mask=in_c, sem="relaxed")
