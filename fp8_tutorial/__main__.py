@@ -38,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("convert", help="write chapters as unexecuted notebooks into a folder")
     p.add_argument("out", type=Path)
     p.add_argument("chapters", nargs="*")
-    sub.add_parser("sync", help="check that book/*.ipynb hold exactly the code of notebooks/*.md")
+    p = sub.add_parser("sync", help="check that book/*.ipynb hold exactly the code and prose of notebooks/*.md")
+    p.add_argument("--prose", action="store_true",
+                   help="first copy edited prose into executed notebooks whose code is unchanged")
     args = parser.parse_args(argv)
 
     if args.command == "env":
@@ -78,6 +80,13 @@ def main(argv: list[str] | None = None) -> int:
             print(e, file=sys.stderr)
             return 2
         return 0
+    if args.prose:
+        try:
+            for path in book.refresh_prose():
+                print(f"prose updated: {path.relative_to(book.ROOT)}")
+        except ValueError as e:
+            print(e, file=sys.stderr)
+            return 1
     problems = book.sync_problems()
     for line in problems:
         print(line, file=sys.stderr)

@@ -79,6 +79,34 @@ def execute(selection: list[str] | None = None, out_dir: Path = BOOK, timeout: i
     return written
 
 
+def refresh_prose(selection: list[str] | None = None) -> list[Path]:
+    """Copy the prose of ``notebooks/*.md`` into executed notebooks whose code is unchanged.
+
+    Prose does not change what a cell prints, so a wording fix needs no GPU; any change to code,
+    or to where the prose sits between code cells, still needs ``make execute``.
+    """
+    import nbformat
+
+    updated = []
+    for md in chapters(selection):
+        executed = BOOK / f"{md.stem}.ipynb"
+        if not executed.exists():
+            continue
+        source, book_nb = read_source(md), nbformat.read(executed, as_version=4)
+        if [(c.cell_type, c.source) if c.cell_type == "code" else c.cell_type for c in source.cells] != \
+                [(c.cell_type, c.source) if c.cell_type == "code" else c.cell_type for c in book_nb.cells]:
+            raise ValueError(f"{executed.relative_to(ROOT)} holds other code, or other cells, than "
+                             f"{md.relative_to(ROOT)}: re-execute it")
+        if markdown_cells(source) == markdown_cells(book_nb):
+            continue
+        for mine, theirs in zip(source.cells, book_nb.cells):
+            if mine.cell_type == "markdown":
+                theirs.source = mine.source
+        nbformat.write(book_nb, executed)
+        updated.append(executed)
+    return updated
+
+
 def sync_problems() -> list[str]:
     """What keeps ``book/`` from being the executed copy of ``notebooks/``: one line per problem."""
     import nbformat
@@ -93,7 +121,8 @@ def sync_problems() -> list[str]:
             continue
         source, book_nb = read_source(md), nbformat.read(executed, as_version=4)
         if markdown_cells(source) != markdown_cells(book_nb):
-            problems.append(f"{executed.relative_to(ROOT)} shows other prose than {md.relative_to(ROOT)}: re-execute it")
+            problems.append(f"{executed.relative_to(ROOT)} shows other prose than {md.relative_to(ROOT)}: "
+                            "`python -m fp8_tutorial sync --prose` copies it over if the code is unchanged")
         want, have = code_cells(source), code_cells(book_nb)
         if want != have:
             first = next((i for i, (w, h) in enumerate(zip(want, have)) if w != h), min(len(want), len(have)))

@@ -31,3 +31,29 @@ def test_executed_chapters_ran_on_a_gpu():
                        for o in first.outputs)
         assert "GPU" in text and "GPU           none" not in text, f"{nb_path.name}: not run on a GPU"
         assert "mode          hopper" in text, f"{nb_path.name}: not run on a Hopper GPU"
+
+
+def test_refresh_prose_copies_prose_but_never_code(tmp_path, monkeypatch):
+    import nbformat
+    import pytest
+
+    header = (book.ROOT / "notebooks" / "90_scoreboard.md").read_text().split("---\n")[1].join(["---\n", "---\n"])
+    src, out = tmp_path / "notebooks", tmp_path / "book"
+    src.mkdir(), out.mkdir()
+    monkeypatch.setattr(book, "SOURCES", src)
+    monkeypatch.setattr(book, "BOOK", out)
+    monkeypatch.setattr(book, "ROOT", tmp_path)
+    md = src / "01_x.md"
+    md.write_text(header + "\nOld words.\n\n```{code-cell} ipython3\nprint(1)\n```\n")
+    nb = book.read_source(md)
+    next(c for c in nb.cells if c.cell_type == "code").outputs = [nbformat.v4.new_output("stream", text="1\n")]
+    nbformat.write(nb, out / "01_x.ipynb")
+    md.write_text(header + "\nNew words.\n\n```{code-cell} ipython3\nprint(1)\n```\n")
+    assert book.sync_problems() and book.refresh_prose() == [out / "01_x.ipynb"]
+    assert not book.sync_problems()
+    kept = nbformat.read(out / "01_x.ipynb", as_version=4)
+    assert [c.source for c in kept.cells if c.cell_type == "markdown"] == ["New words."]
+    assert [c.outputs[0]["text"] for c in kept.cells if c.cell_type == "code"] == ["1\n"]
+    md.write_text(header + "\nNew words.\n\n```{code-cell} ipython3\nprint(2)\n```\n")
+    with pytest.raises(ValueError, match="re-execute"):
+        book.refresh_prose()
