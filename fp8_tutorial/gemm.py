@@ -228,6 +228,30 @@ def launch_tiled(ops: Operands, out: torch.Tensor, precise: bool, split_k: int =
     return Launch(config, compiled if ON_GPU else None)
 
 
+def config_dict(config: triton.Config) -> dict:
+    """A configuration as plain numbers, for results files."""
+    return dict(config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+
+
+def describe_config(config: triton.Config | dict) -> str:
+    k = config_dict(config) if isinstance(config, triton.Config) else config
+    return (f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} tiles, GROUP_M {k['GROUP_M']}, "
+            f"{k['num_warps']} warps, {k['num_stages']} stages")
+
+
+def tuned_configs() -> list[dict]:
+    """What the autotuner chose so far in this process: one entry per problem it has seen."""
+    found = []
+    for tuner, split in ((_tiled_tuned, False), (_split_k_tuned, True)):
+        if tuner is None:
+            continue
+        for key, config in tuner.cache.items():
+            named = dict(zip([k for k in tuner.keys], key))
+            found.append(dict(M=named["M"], N=named["N"], K=named["K"], row_a=named["ROW_A"], row_b=named["ROW_B"],
+                              precise=named["PRECISE"], split_k=named["SPLIT_K"] if split else 1, config=config))
+    return found
+
+
 @register_kernel("tiled", _tiled_refuses, priority=10)
 def _tiled(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_tiled(ops, out, precise)
