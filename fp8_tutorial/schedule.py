@@ -9,11 +9,22 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-#: The H200's streaming multiprocessors, shared memory per SM usable by programs, and L2 size.
+#: The H200's streaming multiprocessors, and the shared memory per SM usable by programs.
 H200_SMS = 132
 SMEM_PER_SM = 228 * 1024
 SMEM_PER_PROGRAM_MAX = 227 * 1024
+#: 50 MiB, the L2 of an H100 SXM: the reference line of chapter 04's figure. ``l2_bytes()`` is the
+#: size of the GPU at hand.
 L2_BYTES = 50 * 1024 * 1024
+
+
+def l2_bytes() -> int | None:
+    """The L2 cache of this machine's GPU, as the driver reports it (None without a GPU)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    return None
 
 
 def grouped_tile(tile_id: int, num_m: int, num_n: int, group_m: int) -> tuple[int, int]:
