@@ -24,6 +24,7 @@ import torch
 import triton
 
 from ._env import ON_GPU
+from .kernels.persistent import persistent_kernel
 from .kernels.tiled import tiled_kernel
 from .quant import FP8_DTYPES, dequantize
 
@@ -180,12 +181,18 @@ _split_k_tuned = _autotuned(SPLIT_K_CONFIGS, reset_to_zero=["c_ptr"])
 INTERPRETER_CONFIG = _config(32, 32, 32, 4, 1, group_m=4)
 
 
-def _tiled_refuses(ops: Operands) -> str | None:
-    if "block" in (ops.recipe_a, ops.recipe_b):
-        return "the tiled kernel applies per-tensor and per-row scales only, once, after the K loop"
-    if ops.a.is_cuda and torch.cuda.get_device_capability(ops.a.device) < (8, 9):
-        return "FP8 tensor cores need compute capability 8.9 or newer"
-    return None
+def _epilogue_scales_only(name: str):
+    """The refusal of a kernel that applies per-tensor and per-row scales in its epilogue."""
+    def refuses(ops: Operands) -> str | None:
+        if "block" in (ops.recipe_a, ops.recipe_b):
+            return f"the {name} kernel applies per-tensor and per-row scales only, once, after the K loop"
+        if ops.a.is_cuda and torch.cuda.get_device_capability(ops.a.device) < (8, 9):
+            return "FP8 tensor cores need compute capability 8.9 or newer"
+        return None
+    return refuses
+
+
+_tiled_refuses = _epilogue_scales_only("tiled")
 
 
 @dataclass(frozen=True)
@@ -257,6 +264,64 @@ def _tiled(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_tiled(ops, out, precise)
 
 
+# ---- the persistent kernel -----------------------------------------------------------------------
+
+def _pconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m,
+                          "PROGRAMS_PER_SM": per_sm, "FLATTEN": flatten}, num_warps=warps, num_stages=stages)
+
+
+# Not yet measured on the H200: a starting list, from the tiled kernel's sweep and DESIGN.md's facts.
+PERSISTENT_CONFIGS = [_pconfig(128, 128, 128, 4, 3, 2), _pconfig(128, 128, 128, 4, 6, 1),
+                      _pconfig(128, 256, 128, 8, 3, 1), _pconfig(64, 128, 128, 4, 4, 2)]
+PERSISTENT_INTERPRETER_CONFIG = _pconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False)
+_persistent_tuned = triton.autotune(
+    configs=PERSISTENT_CONFIGS, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", "EVEN_K"],
+    prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(persistent_kernel) if ON_GPU else None
+
+
+def _sm_count(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def launch_persistent(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
+                      num_sms: int | None = None) -> Launch:
+    """Run ``persistent_kernel`` into ``out``: autotuned on a GPU unless ``config`` is given.
+
+    ``num_sms`` (default: the GPU's, 4 in the interpreter) sets the grid: min(tiles, num_sms x
+    PROGRAMS_PER_SM) programs.
+    """
+    M, N, K = ops.M, ops.N, ops.K
+    if num_sms is None:
+        num_sms = _sm_count(out.device) if out.is_cuda else 4
+    if num_sms < 1:
+        raise ValueError(f"num_sms must be >= 1, got {num_sms}")
+    args = (ops.a, ops.b, out, ops.scale_a.reshape(-1), ops.scale_b.reshape(-1), M, N, K, num_sms,
+            ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), out.stride(0), out.stride(1))
+    flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)
+
+    def grid(meta):
+        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+        return (min(tiles, num_sms * meta["PROGRAMS_PER_SM"]),)
+
+    if config is None and _persistent_tuned is None:
+        config = PERSISTENT_INTERPRETER_CONFIG
+    if config is None:
+        compiled = _persistent_tuned[grid](*args, **flags, EVEN_K=K % 128 == 0)
+        config = _persistent_tuned.best_config
+    else:
+        meta = config.kwargs
+        compiled = persistent_kernel[grid(meta)](*args, **flags, **meta, EVEN_K=K % meta["BLOCK_K"] == 0,
+                                                 num_warps=config.num_warps, num_stages=config.num_stages)
+    return Launch(config, compiled if ON_GPU else None)
+
+
+# Below the tiled kernel until chapter 05 measures it.
+@register_kernel("persistent", _epilogue_scales_only("persistent"), priority=5)
+def _persistent(ops: Operands, out: torch.Tensor, precise: bool) -> None:
+    launch_persistent(ops, out, precise)
+
+
 # ---- the public entry point --------------------------------------------------------------------
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
@@ -295,10 +360,14 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
 def _register_contenders() -> None:
     from .contenders import register
 
-    @register("tiled", ["tensor", "row"], description="fp8_tutorial.kernels.tiled: one program per tile")
-    def _tiled_contender(p, precise: bool):
-        out = torch.empty((p.M, p.N), dtype=torch.bfloat16, device=p.a.device)
-        return lambda: scaled_mm(p.a, p.b, p.scale_a, p.scale_b, kernel="tiled", precise=precise, out=out)
+    def contender(name: str, description: str):
+        @register(name, ["tensor", "row"], description=description)
+        def build(p, precise: bool):
+            out = torch.empty((p.M, p.N), dtype=torch.bfloat16, device=p.a.device)
+            return lambda: scaled_mm(p.a, p.b, p.scale_a, p.scale_b, kernel=name, precise=precise, out=out)
+
+    contender("tiled", "fp8_tutorial.kernels.tiled: one program per tile")
+    contender("persistent", "fp8_tutorial.kernels.persistent: one program per SM, walking tiles")
 
 
 _register_contenders()

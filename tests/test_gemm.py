@@ -144,3 +144,23 @@ def test_bad_options(device):
         fp8.scaled_mm(*ops, out_dtype=torch.int32)
     with pytest.raises(ValueError, match="out must be a"):
         fp8.scaled_mm(*ops, out=torch.empty(8, 15, dtype=torch.bfloat16, device=device))
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 1, 1), (7, 13, 5), (97, 257, 131), (130, 300, 70)]
+                         + ([(512, 12288, 3072), (1000, 1000, 1000), (4097, 512, 257)] if fp8.ON_GPU else []))
+@pytest.mark.parametrize("recipes", [("row", "row"), ("tensor", "row")])
+@pytest.mark.parametrize("num_sms", [None, 1, 3])
+def test_persistent_matches_float64(M, K, N, recipes, num_sms, gen, device):
+    """Whatever the grid, every tile is computed once: few programs walk many tiles, or one each."""
+    a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    for precise in (False, True):
+        out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+        gemm.launch_persistent(ops, out, precise, num_sms=num_sms)
+        assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
+    out = fp8.poison(torch.empty(M, N, dtype=torch.float32, device=device))
+    assert fp8.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, kernel="persistent", out=out) is out
+    assert fp8.rel_error(out, ref) < tolerance(torch.float32, False)
+    with pytest.raises(ValueError, match="num_sms must be >= 1"):
+        gemm.launch_persistent(ops, out, False, num_sms=0)

@@ -1,0 +1,61 @@
+"""A persistent FP8 GEMM: one program per SM (or a few), each walking many output tiles.
+
+The same tiles, loads and epilogue as ``tiled.py``; what changes is the schedule. The grid holds
+``num_programs`` = min(tiles, SMs x PROGRAMS_PER_SM) programs, and program ``p`` computes tiles
+``p``, ``p + num_programs``, ... in grouped order, so the GPU never launches, drains and refills a wave: each program's pipeline runs
+from its first tile to its last.
+"""
+
+import triton
+import triton.language as tl
+
+from .common import grouped_tile, scale_epilogue
+
+
+@triton.jit
+def persistent_kernel(
+    a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr,
+    M, N, K, num_sms,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    ROW_A: tl.constexpr, ROW_B: tl.constexpr, PRECISE: tl.constexpr, EVEN_K: tl.constexpr,
+    PROGRAMS_PER_SM: tl.constexpr, FLATTEN: tl.constexpr,
+):
+    """C[M, N] = scale(A[M, K] @ B[K, N]); edges, K masks and accumulation as in ``tiled_kernel``.
+
+    FLATTEN lets the compiler pipeline across tile boundaries: the loads of a program's next tile
+    start while the current one finishes. The epilogue recomputes its tile's coordinates from its
+    own counter (``tile_c``), so that it depends on nothing the next tile's loads change.
+    """
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    num_programs = tl.minimum(num_tiles, num_sms * PROGRAMS_PER_SM)  # the grid's size, too
+    ks = tl.arange(0, BLOCK_K)
+    tile_c = tl.program_id(0) - num_programs
+    for tile in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN):
+        pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        a_ptrs = a_ptr + (rows % M)[:, None].to(tl.int64) * stride_am + ks[None, :] * stride_ak
+        b_ptrs = b_ptr + (cols % N)[:, None].to(tl.int64) * stride_bn + ks[None, :] * stride_bk
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                b = tl.load(b_ptrs)
+            else:
+                a = tl.load(a_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
+                b = tl.load(b_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
+            if PRECISE:
+                acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+            else:
+                acc = tl.dot(a, b.T, acc)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+
+        tile_c += num_programs
+        pid_m, pid_n = grouped_tile(tile_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        acc = scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
+        c_ptrs = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
