@@ -23,9 +23,10 @@ from typing import Callable
 import torch
 import triton
 
-from ._env import ON_GPU
+from ._env import DEVICE, ON_GPU
 from .kernels.persistent import persistent_kernel
 from .kernels.tiled import tiled_kernel
+from .kernels.tma import tma_kernel
 from .quant import FP8_DTYPES, dequantize
 
 OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -109,7 +110,7 @@ def check_operands(a, b, scale_a, scale_b) -> Operands:
 class Kernel:
     name: str
     run: Callable[[Operands, torch.Tensor, bool], None]  # (operands, out, precise) -> fills out
-    refuses: Callable[[Operands], str | None]            # why it cannot take these operands, or None
+    refuses: Callable[[Operands, torch.Tensor], str | None]  # why it cannot take (operands, out), or None
     priority: int                                          # "auto" prefers higher
 
 
@@ -123,7 +124,7 @@ def register_kernel(name: str, refuses, priority: int):
     return wrap
 
 
-def _reference_refuses(ops: Operands) -> str | None:
+def _reference_refuses(ops: Operands, out: torch.Tensor) -> str | None:
     return None
 
 
@@ -183,7 +184,7 @@ INTERPRETER_CONFIG = _config(32, 32, 32, 4, 1, group_m=4)
 
 def _epilogue_scales_only(name: str):
     """The refusal of a kernel that applies per-tensor and per-row scales in its epilogue."""
-    def refuses(ops: Operands) -> str | None:
+    def refuses(ops: Operands, out: torch.Tensor) -> str | None:
         if "block" in (ops.recipe_a, ops.recipe_b):
             return f"the {name} kernel applies per-tensor and per-row scales only, once, after the K loop"
         if ops.a.is_cuda and torch.cuda.get_device_capability(ops.a.device) < (8, 9):
@@ -322,6 +323,88 @@ def _persistent(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_persistent(ops, out, precise)
 
 
+# ---- the TMA kernel ----------------------------------------------------------------------------
+
+def _tconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True, halves=False):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "PROGRAMS_PER_SM": per_sm,
+                          "FLATTEN": flatten, "EPILOGUE_HALVES": halves}, num_warps=warps, num_stages=stages)
+
+
+# Not yet measured on the H200: DESIGN.md's persistent TMA kernel (128x256x128, 3 stages, 8 warps)
+# and two smaller tiles.
+TMA_CONFIGS = [_tconfig(128, 256, 128, 8, 3, 1), _tconfig(128, 256, 128, 8, 4, 1, halves=True),
+               _tconfig(128, 128, 128, 4, 4, 1), _tconfig(64, 128, 128, 4, 4, 2)]
+TMA_INTERPRETER_CONFIG = _tconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False)
+_tma_tuned = triton.autotune(
+    configs=TMA_CONFIGS, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE"],
+    prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(tma_kernel) if ON_GPU else None
+
+
+def tma_refuses(ops: Operands, out: torch.Tensor) -> str | None:
+    """Why TMA cannot read these operands or write this output, or None: the 16-byte rule."""
+    why = _epilogue_scales_only("tma")(ops, out)
+    if why:
+        return why
+    if ops.a.is_cuda and torch.cuda.get_device_capability(ops.a.device) < (9, 0):
+        return "TMA needs a Hopper GPU (compute capability 9.0) or newer"
+    for name, t, row_stride in (("a", ops.a, ops.a.stride(0)), ("b.T", ops.b.t(), ops.b.stride(1)), ("out", out, out.stride(0))):
+        if t.stride(1) != 1:
+            major = "K-major (b = w.t() of an (N, K) tensor w)" if name == "b.T" else "row-major"
+            return f"TMA reads and writes by rows: {name} must be {major}, got strides {tuple(t.stride())}"
+        if t.data_ptr() % 16:
+            return f"TMA needs 16-byte aligned data: {name} starts {t.data_ptr() % 16} bytes past a 16-byte boundary"
+        if (row_stride * t.element_size()) % 16:
+            return f"TMA needs 16-byte aligned rows: {name} has rows {row_stride * t.element_size()} bytes apart"
+    return None
+
+
+_allocator_set = False
+
+
+def _ensure_allocator() -> None:
+    """Device-side descriptors live in a scratch buffer that Triton asks the program for."""
+    global _allocator_set
+    if not _allocator_set:
+        triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=DEVICE))
+        _allocator_set = True
+
+
+def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
+               num_sms: int | None = None) -> Launch:
+    """Run ``tma_kernel`` into ``out`` (autotuned on a GPU unless ``config`` is given); raises
+    ValueError where ``tma_refuses`` says TMA cannot take the operands."""
+    why = tma_refuses(ops, out)
+    if why:
+        raise ValueError(why)
+    _ensure_allocator()
+    M, N, K = ops.M, ops.N, ops.K
+    if num_sms is None:
+        num_sms = _sm_count(out.device) if out.is_cuda else 4
+    args = (ops.a, ops.b, out, ops.scale_a.reshape(-1), ops.scale_b.reshape(-1), M, N, K, num_sms,
+            ops.a.stride(0), ops.b.stride(1), out.stride(0))
+    flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)
+
+    def grid(meta):
+        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+        return (min(tiles, num_sms * meta["PROGRAMS_PER_SM"]),)
+
+    if config is None and _tma_tuned is None:
+        config = TMA_INTERPRETER_CONFIG
+    if config is None:
+        compiled = _tma_tuned[grid](*args, **flags)
+        config = _tma_tuned.best_config
+    else:
+        compiled = tma_kernel[grid(config.kwargs)](*args, **flags, **config.kwargs, num_warps=config.num_warps,
+                                                   num_stages=config.num_stages)
+    return Launch(config, compiled if ON_GPU else None)
+
+
+# Below the tiled kernel until chapter 06 measures it.
+@register_kernel("tma", tma_refuses, priority=6)
+def _tma(ops: Operands, out: torch.Tensor, precise: bool) -> None:
+    launch_tma(ops, out, precise)
+
+
 # ---- the public entry point --------------------------------------------------------------------
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
@@ -343,10 +426,10 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
         raise ValueError(f"out must be a {(ops.M, ops.N)} {out_dtype} tensor on {a.device}, "
                          f"got {tuple(out.shape)} {out.dtype} on {out.device}")
     if kernel == "auto":
-        chosen = max((k for k in KERNELS.values() if k.refuses(ops) is None), key=lambda k: k.priority)
+        chosen = max((k for k in KERNELS.values() if k.refuses(ops, out) is None), key=lambda k: k.priority)
     elif kernel in KERNELS:
         chosen = KERNELS[kernel]
-        why = chosen.refuses(ops)
+        why = chosen.refuses(ops, out)
         if why:
             raise ValueError(f"kernel {kernel!r} cannot take these operands: {why}")
     else:
@@ -368,6 +451,7 @@ def _register_contenders() -> None:
 
     contender("tiled", "fp8_tutorial.kernels.tiled: one program per tile")
     contender("persistent", "fp8_tutorial.kernels.persistent: one program per SM, walking tiles")
+    contender("tma", "fp8_tutorial.kernels.tma: persistent, TMA loads and stores")
 
 
 _register_contenders()

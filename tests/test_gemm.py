@@ -164,3 +164,61 @@ def test_persistent_matches_float64(M, K, N, recipes, num_sms, gen, device):
     assert fp8.rel_error(out, ref) < tolerance(torch.float32, False)
     with pytest.raises(ValueError, match="num_sms must be >= 1"):
         gemm.launch_persistent(ops, out, False, num_sms=0)
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 16, 8), (7, 48, 24), (97, 256, 136), (130, 320, 72)]
+                         + ([(512, 12288, 3072), (1000, 1024, 1000), (4097, 512, 264)] if fp8.ON_GPU else []))
+@pytest.mark.parametrize("recipes", [("row", "row"), ("tensor", "row")])
+def test_tma_matches_float64(M, K, N, recipes, gen, device):
+    """TMA zero-fills loads past the edges and clips stores: any M, and K, N on the 16-byte rule."""
+    a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    for precise, out_dtype in [(False, torch.bfloat16), (True, torch.bfloat16), (False, torch.float32)]:
+        for num_sms in (None, 1, 3):
+            out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
+            gemm.launch_tma(ops, out, precise, num_sms=num_sms)
+            assert fp8.rel_error(out, ref) < tolerance(out_dtype, precise), (precise, out_dtype, num_sms)
+    out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+    assert fp8.scaled_mm(a, b, sa, sb, kernel="tma", out=out) is out
+    assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False)
+
+
+def test_tma_epilogue_halves(gen, device):
+    a, b, sa, sb = operands(100, 64, 200, "row", "row", gen, device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    out = fp8.poison(torch.empty(100, 200, dtype=torch.bfloat16, device=device))
+    config = gemm._tconfig(32, 64, 32, 4, 1, 1, group_m=2, flatten=False, halves=True)
+    gemm.launch_tma(ops, out, False, config=config, num_sms=2)
+    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+
+
+@pytest.mark.parametrize("M,K,N,out_dtype,match", [
+    (16, 100, 32, torch.bfloat16, "a has rows 100 bytes apart"),
+    (16, 64, 36, torch.bfloat16, "out has rows 72 bytes apart"),
+    (16, 64, 36, torch.float32, None),                 # 144-byte rows: fine in float32
+    (16, 64, 30, torch.float32, "out has rows 120 bytes apart"),
+])
+def test_tma_sixteen_byte_rule(M, K, N, out_dtype, match, gen, device):
+    a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
+    out = torch.empty(M, N, dtype=out_dtype, device=device)
+    why = gemm.tma_refuses(gemm.check_operands(a, b, sa, sb), out)
+    if match is None:
+        assert why is None
+        return
+    assert match in why
+    with pytest.raises(ValueError, match="kernel 'tma' cannot take these operands: TMA needs 16-byte"):
+        fp8.scaled_mm(a, b, sa, sb, out_dtype=out_dtype, kernel="tma")
+    auto = fp8.scaled_mm(a, b, sa, sb, out_dtype=out_dtype)  # another kernel takes it
+    assert fp8.rel_error(auto, fp8.reference_mm(a, b, sa, sb)) < tolerance(out_dtype, False)
+
+
+def test_tma_refuses_row_major_b(gen, device):
+    a, b, sa, sb = operands(16, 64, 32, "row", "row", gen, device)
+    ops = gemm.check_operands(a, b.contiguous(), sa, sb)
+    assert "must be K-major" in gemm.tma_refuses(ops, torch.empty(16, 32, dtype=torch.bfloat16, device=device))
+    big = torch.empty(16 * 65, dtype=torch.uint8, device=device).view(torch.float8_e4m3fn)
+    a_off = big[1:1 + 16 * 64].view(16, 64)  # a view 1 byte past an aligned start
+    a_off.copy_(a)
+    ops = gemm.check_operands(a_off, b, sa, sb)
+    assert "starts 1 bytes past" in gemm.tma_refuses(ops, torch.empty(16, 32, dtype=torch.bfloat16, device=device))
