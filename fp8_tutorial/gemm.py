@@ -24,7 +24,7 @@ import torch
 import triton
 
 from ._env import DEVICE, ON_GPU
-from .kernels.persistent import persistent_kernel
+from .kernels.persistent import persistent_kernel, streamk_kernel
 from .kernels.tiled import tiled_kernel
 from .kernels.tma import tma_kernel
 from .quant import FP8_DTYPES, dequantize
@@ -323,6 +323,62 @@ def _persistent(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_persistent(ops, out, precise)
 
 
+# ---- stream-K ----------------------------------------------------------------------------------
+
+def _skconfig(bm, bn, bk, warps, stages, group_m=8):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
+                         num_warps=warps, num_stages=stages)
+
+
+# Not yet measured on the H200.
+STREAMK_CONFIGS = [_skconfig(128, 128, 128, 4, 4), _skconfig(128, 128, 128, 8, 3), _skconfig(128, 256, 128, 8, 3)]
+STREAMK_INTERPRETER_CONFIG = _skconfig(32, 32, 32, 4, 1, group_m=4)
+_streamk_tuned = triton.autotune(
+    configs=STREAMK_CONFIGS, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", "EVEN_K"],
+    prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(streamk_kernel) if ON_GPU else None
+
+
+def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
+                   num_sms: int | None = None) -> Launch:
+    """Run ``streamk_kernel`` into ``out`` with one program per SM (``num_sms``: default the GPU's,
+    4 in the interpreter), never more programs than K iterations in all."""
+    M, N, K = ops.M, ops.N, ops.K
+    if num_sms is None:
+        num_sms = _sm_count(out.device) if out.is_cuda else 4
+    if num_sms < 1:
+        raise ValueError(f"num_sms must be >= 1, got {num_sms}")
+    if config is None and _streamk_tuned is None:
+        config = STREAMK_INTERPRETER_CONFIG
+    configs = STREAMK_CONFIGS if config is None else [config]
+    largest = max(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] for c in configs)
+    most_tiles = max(triton.cdiv(M, c.kwargs["BLOCK_M"]) * triton.cdiv(N, c.kwargs["BLOCK_N"]) for c in configs)
+    partials = torch.empty(2 * num_sms * largest, dtype=torch.float32, device=out.device)
+    arrivals = torch.zeros(most_tiles, dtype=torch.int32, device=out.device)
+
+    def grid(meta):
+        iterations = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+                      * triton.cdiv(K, meta["BLOCK_K"]))
+        return (min(num_sms, iterations),)
+
+    args = (ops.a, ops.b, out, ops.scale_a.reshape(-1), ops.scale_b.reshape(-1), partials, arrivals, M, N, K,
+            num_sms, ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), out.stride(0), out.stride(1))
+    flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)
+    if config is None:
+        compiled = _streamk_tuned[grid](*args, **flags, EVEN_K=K % 128 == 0)
+        config = _streamk_tuned.best_config
+    else:
+        meta = config.kwargs
+        compiled = streamk_kernel[grid(meta)](*args, **flags, **meta, EVEN_K=K % meta["BLOCK_K"] == 0,
+                                              num_warps=config.num_warps, num_stages=config.num_stages)
+    return Launch(config, compiled if ON_GPU else None)
+
+
+# Below every other kernel until chapter 05 measures it.
+@register_kernel("streamk", _epilogue_scales_only("streamk"), priority=4)
+def _streamk(ops: Operands, out: torch.Tensor, precise: bool) -> None:
+    launch_streamk(ops, out, precise)
+
+
 # ---- the TMA kernel ----------------------------------------------------------------------------
 
 def _tconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True, halves=False):
@@ -452,6 +508,7 @@ def _register_contenders() -> None:
     contender("tiled", "fp8_tutorial.kernels.tiled: one program per tile")
     contender("persistent", "fp8_tutorial.kernels.persistent: one program per SM, walking tiles")
     contender("tma", "fp8_tutorial.kernels.tma: persistent, TMA loads and stores")
+    contender("streamk", "fp8_tutorial.kernels.persistent.streamk_kernel: K iterations shared equally")
 
 
 _register_contenders()

@@ -222,3 +222,21 @@ def test_tma_refuses_row_major_b(gen, device):
     a_off.copy_(a)
     ops = gemm.check_operands(a_off, b, sa, sb)
     assert "starts 1 bytes past" in gemm.tma_refuses(ops, torch.empty(16, 32, dtype=torch.bfloat16, device=device))
+
+
+@pytest.mark.parametrize("M,K,N", [(1, 1, 1), (7, 13, 5), (32, 300, 32), (40, 300, 70), (97, 257, 131)]
+                         + ([(512, 12288, 3072), (512, 3072, 12288), (1000, 1000, 1000)] if fp8.ON_GPU else []))
+@pytest.mark.parametrize("num_sms", [None, 1, 3, 7])
+def test_streamk_matches_float64(M, K, N, num_sms, gen, device):
+    """Shares that start and end inside tiles, several programs per tile, more programs than tiles."""
+    a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    for precise in (False, True):
+        for _ in range(2):  # the arrival counts reset themselves: a second run is right too
+            out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+            gemm.launch_streamk(ops, out, precise, num_sms=num_sms)
+            assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
+    out = fp8.poison(torch.empty(M, N, dtype=torch.float32, device=device))
+    assert fp8.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, kernel="streamk", out=out) is out
+    assert fp8.rel_error(out, ref) < tolerance(torch.float32, False)

@@ -59,3 +59,86 @@ def persistent_kernel(
         acc = scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
         c_ptrs = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
+
+
+@triton.jit
+def _streamk_first_program(it, total, num_programs):
+    """The program whose share of the iterations holds iteration ``it``: shares are
+    [p * total // P, (p + 1) * total // P), so it is the largest p with p * total // P <= it.
+    ``total`` is int64, so that the products cannot overflow."""
+    return (((it + 1) * num_programs + total - 1) // total - 1).to(tl.int32)
+
+
+@triton.jit
+def streamk_kernel(
+    a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr,
+    M, N, K, num_sms,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    ROW_A: tl.constexpr, ROW_B: tl.constexpr, PRECISE: tl.constexpr, EVEN_K: tl.constexpr,
+):
+    """Stream-K: the K iterations of all tiles, laid end to end, shared equally by the programs.
+
+    A program's share starts and ends anywhere inside a tile. A tile computed by one program is
+    stored directly. A tile split between programs is fixed up by the last of them to finish: each
+    writes its float32 partial tile to its own slot of ``partials`` (slot 2p for the first tile of
+    program p's share, 2p + 1 for its last), then counts itself in ``arrivals[tile]``; the one that
+    completes the count sums the slots of all the tile's programs in order (the sum is the same
+    whichever arrives last), applies the epilogue, stores, and resets the count to zero.
+    ``arrivals`` must be zero before the launch.
+    """
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    total = (tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)).to(tl.int64) * k_blocks
+    num_programs = tl.minimum(num_sms, total)  # the grid's size, too: no program without work
+    pid = tl.program_id(0)
+    start = (pid * total // num_programs).to(tl.int32)
+    end = ((pid + 1) * total // num_programs).to(tl.int32)
+    ks = tl.arange(0, BLOCK_K)
+    tile_offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    it = start
+    while it < end:
+        tile = it // k_blocks
+        k_first = it % k_blocks
+        k_last = tl.minimum(k_blocks, k_first + end - it)
+        pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        a_ptrs = a_ptr + (rows % M)[:, None].to(tl.int64) * stride_am + (k_first * BLOCK_K + ks)[None, :] * stride_ak
+        b_ptrs = b_ptr + (cols % N)[:, None].to(tl.int64) * stride_bn + (k_first * BLOCK_K + ks)[None, :] * stride_bk
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(k_first, k_last):
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                b = tl.load(b_ptrs)
+            else:
+                a = tl.load(a_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
+                b = tl.load(b_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
+            if PRECISE:
+                acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+            else:
+                acc = tl.dot(a, b.T, acc)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+
+        whole = (k_first == 0) & (k_last == k_blocks)
+        if not whole:
+            slot = 2 * pid + (it != start).to(tl.int32)
+            tl.store(partials_ptr + slot.to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_offsets, acc)
+            tl.debug_barrier()  # every thread's part of the slot is written before the count
+            first = _streamk_first_program(tile * k_blocks, total, num_programs)
+            last = _streamk_first_program((tile + 1) * k_blocks - 1, total, num_programs)
+            arrived = tl.atomic_add(arrivals_ptr + tile, 1, sem="acq_rel")
+            whole = arrived == last - first
+            if whole:  # the last to finish: sum every program's slot, in program order
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for p in range(first, last + 1):
+                    p_first_tile = ((p * total // num_programs) // k_blocks).to(tl.int32)
+                    p_slot = 2 * p + (tile != p_first_tile).to(tl.int32)
+                    acc += tl.load(partials_ptr + p_slot.to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_offsets,
+                                   cache_modifier=".cg")
+                tl.atomic_xchg(arrivals_ptr + tile, 0)
+        if whole:
+            out = scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
+            c_ptrs = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
+            tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
+        it += k_last - k_first
