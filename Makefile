@@ -36,7 +36,7 @@ $(VENV)/.installed: requirements.txt
 test: test-package test-notebooks test-book
 
 test-package: $(ENV)
-	$(PYTHON) -m pytest tests
+	$(PYTHON) -m pytest --durations=15 tests
 
 test-notebooks: $(ENV)
 	rm -rf $(NBVAL_DIR)

@@ -37,6 +37,13 @@ def tolerance(out_dtype, precise):
     return OUTPUT_ROUNDING[out_dtype] + (2e-3 if precise else 4e-3)
 
 
+def first(configs):
+    """On a GPU, shape tests of the newer kernels use one configuration (a compilation per flag
+    set, not one per configuration too); test_every_configuration covers the others. The
+    interpreter always runs its own small configuration."""
+    return configs[0] if fp8.ON_GPU else None
+
+
 @pytest.mark.parametrize("M,K,N", SHAPES)
 @pytest.mark.parametrize("recipes", [("tensor", "tensor"), ("row", "row"), ("tensor", "row"), ("row", "tensor")])
 def test_tiled_matches_float64(M, K, N, recipes, gen, device):
@@ -157,7 +164,7 @@ def test_persistent_matches_float64(M, K, N, recipes, num_sms, gen, device):
     ops = gemm.check_operands(a, b, sa, sb)
     for precise in (False, True):
         out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-        gemm.launch_persistent(ops, out, precise, num_sms=num_sms)
+        gemm.launch_persistent(ops, out, precise, num_sms=num_sms, config=first(gemm.PERSISTENT_CONFIGS))
         assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
     out = fp8.poison(torch.empty(M, N, dtype=torch.float32, device=device))
     assert fp8.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, kernel="persistent", out=out) is out
@@ -177,7 +184,7 @@ def test_tma_matches_float64(M, K, N, recipes, gen, device):
     for precise, out_dtype in [(False, torch.bfloat16), (True, torch.bfloat16), (False, torch.float32)]:
         for num_sms in (None, 1, 3):
             out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
-            gemm.launch_tma(ops, out, precise, num_sms=num_sms)
+            gemm.launch_tma(ops, out, precise, num_sms=num_sms, config=first(gemm.TMA_CONFIGS))
             assert fp8.rel_error(out, ref) < tolerance(out_dtype, precise), (precise, out_dtype, num_sms)
     out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
     assert fp8.scaled_mm(a, b, sa, sb, kernel="tma", out=out) is out
@@ -235,8 +242,27 @@ def test_streamk_matches_float64(M, K, N, num_sms, gen, device):
     for precise in (False, True):
         for _ in range(2):  # the arrival counts reset themselves: a second run is right too
             out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-            gemm.launch_streamk(ops, out, precise, num_sms=num_sms)
+            gemm.launch_streamk(ops, out, precise, num_sms=num_sms, config=first(gemm.STREAMK_CONFIGS))
             assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
     out = fp8.poison(torch.empty(M, N, dtype=torch.float32, device=device))
     assert fp8.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, kernel="streamk", out=out) is out
     assert fp8.rel_error(out, ref) < tolerance(torch.float32, False)
+
+
+CONFIG_LISTS = {"tiled": "TILED_CONFIGS", "persistent": "PERSISTENT_CONFIGS", "tma": "TMA_CONFIGS",
+                "streamk": "STREAMK_CONFIGS"}
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="the interpreter runs one small configuration per kernel")
+@pytest.mark.parametrize("kernel", list(CONFIG_LISTS))
+def test_every_configuration(kernel, gen, device):
+    """Every configuration the autotuner may pick computes the right thing, on a shape no tile fits."""
+    M, K, N = 1000, 1040, 1000  # K and N on TMA's 16-byte rule; nothing a multiple of 128 but N/8
+    a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    launch = getattr(gemm, f"launch_{kernel}")
+    for config in getattr(gemm, CONFIG_LISTS[kernel]):
+        out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+        launch(ops, out, False, config=config)
+        assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), gemm.describe_config(config)
