@@ -44,6 +44,12 @@ class Operands:
     recipe_b: str
 
     @property
+    def packed_scales(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The scales as the pointer kernels read them: contiguous, one value after another (a
+        strided or expanded view of per-row scales would be read from the wrong places)."""
+        return self.scale_a.reshape(-1).contiguous(), self.scale_b.reshape(-1).contiguous()
+
+    @property
     def M(self) -> int:
         return self.a.shape[0]
 
@@ -56,21 +62,26 @@ class Operands:
         return self.b.shape[1]
 
 
-def _scale_kind(scale, rows: int, cols: int, name: str, block_shape) -> str:
+def _scale_kinds(scale, rows: int, cols: int, name: str, block_shape) -> set[str]:
+    """What a scale's shape can mean: "tensor", "row" or "block" (more than one when K = 128 makes
+    the per-row and block-wise shapes coincide)."""
     if not isinstance(scale, torch.Tensor):
         raise TypeError(f"{name} must be a float32 torch.Tensor, got {type(scale).__name__}")
     if scale.dtype != torch.float32:
         raise TypeError(f"{name} must be float32 (a dequantization multiplier), got {scale.dtype}")
+    kinds = set()
     if scale.numel() == 1:
-        return "tensor"
-    if tuple(scale.shape) == (rows, cols):
-        return "row"
+        kinds.add("tensor")
+    elif tuple(scale.shape) == (rows, cols):
+        kinds.add("row")
     if block_shape is not None and tuple(scale.shape) == block_shape:
-        return "block"
-    expected = f"one element, or {(rows, cols)} per row"
-    if block_shape is not None:
-        expected += f", or {block_shape} block-wise"
-    raise ValueError(f"{name} has shape {tuple(scale.shape)}: expected {expected}")
+        kinds.add("block")
+    if not kinds:
+        expected = f"one element, or {(rows, cols)} per row"
+        if block_shape is not None:
+            expected += f", or {block_shape} block-wise"
+        raise ValueError(f"{name} has shape {tuple(scale.shape)}: expected {expected}")
+    return kinds
 
 
 def check_operands(a, b, scale_a, scale_b) -> Operands:
@@ -93,11 +104,17 @@ def check_operands(a, b, scale_a, scale_b) -> Operands:
     if a.device != b.device:
         raise ValueError(f"a is on {a.device} and b on {b.device}")
     block = K % 128 == 0 and N % 128 == 0
-    kind_a = _scale_kind(scale_a, M, 1, "scale_a", (M, K // 128) if block else None)
-    kind_b = _scale_kind(scale_b, 1, N, "scale_b", (K // 128, N // 128) if block else None)
+    kinds_a = _scale_kinds(scale_a, M, 1, "scale_a", (M, K // 128) if block else None)
+    kinds_b = _scale_kinds(scale_b, 1, N, "scale_b", (K // 128, N // 128) if block else None)
+    if "block" in kinds_a and "block" in kinds_b and (kinds_a == {"block"} or kinds_b == {"block"}):
+        kind_a = kind_b = "block"  # one side can only be block-wise, so both are
+    else:
+        kind_a, kind_b = min(kinds_a - {"block"} or kinds_a), min(kinds_b - {"block"} or kinds_b)
     if (kind_a == "block") != (kind_b == "block"):
         raise ValueError(f"block-wise scaling needs both scales block-wise (scale_a {tuple(scale_a.shape)}, "
                          f"scale_b {tuple(scale_b.shape)}): (M, K/128) and (K/128, N/128)")
+    if a.device.type == "meta":
+        raise ValueError("a and b are meta tensors: they hold no data to multiply")
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
         if s.device != a.device:
             raise ValueError(f"{name} is on {s.device}, the operands on {a.device}")
@@ -196,6 +213,26 @@ def _epilogue_scales_only(name: str):
 _tiled_refuses = _epilogue_scales_only("tiled")
 
 
+_INT32_MAX = 2**31 - 1
+
+
+def _pointer_safe(ops: Operands, out: torch.Tensor) -> tuple[Operands, torch.Tensor]:
+    """The pointer kernels step along K (in a and b) and along N (in out) with 32-bit offsets.
+    Where a step times the length could pass 2^31 (a column-major ``a`` of 16 million rows, say),
+    hand them a copy laid out with unit steps, and an output to copy back from."""
+    a, b, c = ops.a, ops.b, out
+    reach = ops.K + 256  # a program's offsets run a tile past the end before masking
+    if reach * a.stride(1) > _INT32_MAX:
+        a = a.contiguous()
+    if reach * b.stride(0) > _INT32_MAX:
+        b = b.t().contiguous().t()
+    if (ops.N + 256) * out.stride(1) > _INT32_MAX:
+        c = torch.empty(out.shape, dtype=out.dtype, device=out.device)
+    if a is ops.a and b is ops.b:
+        return ops, c
+    return Operands(a, b, ops.scale_a, ops.scale_b, ops.recipe_a, ops.recipe_b), c
+
+
 @dataclass(frozen=True)
 class Launch:
     """What ran: the configuration, and the compiled kernel (None in the interpreter), whose
@@ -215,8 +252,9 @@ def launch_tiled(ops: Operands, out: torch.Tensor, precise: bool, split_k: int =
     M, N, K = ops.M, ops.N, ops.K
     if split_k < 1:
         raise ValueError(f"split_k must be >= 1, got {split_k}")
-    c = out if split_k == 1 else torch.zeros((M, N), dtype=torch.float32, device=out.device)
-    args = (ops.a, ops.b, c, ops.scale_a.reshape(-1), ops.scale_b.reshape(-1), M, N, K,
+    ops, target = _pointer_safe(ops, out)
+    c = target if split_k == 1 else torch.zeros((M, N), dtype=torch.float32, device=out.device)
+    args = (ops.a, ops.b, c, *ops.packed_scales, M, N, K,
             ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
     flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise, SPLIT_K=split_k)
     tuned = _tiled_tuned if split_k == 1 else _split_k_tuned
@@ -231,7 +269,7 @@ def launch_tiled(ops: Operands, out: torch.Tensor, precise: bool, split_k: int =
         grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), split_k)
         compiled = tiled_kernel[grid](*args, **flags, **meta, EVEN_K=K % meta["BLOCK_K"] == 0,
                                       num_warps=config.num_warps, num_stages=config.num_stages)
-    if split_k > 1:
+    if c is not out:
         out.copy_(c)
     return Launch(config, compiled if ON_GPU else None)
 
@@ -297,8 +335,9 @@ def launch_persistent(ops: Operands, out: torch.Tensor, precise: bool, config: t
         num_sms = _sm_count(out.device) if out.is_cuda else 4
     if num_sms < 1:
         raise ValueError(f"num_sms must be >= 1, got {num_sms}")
-    args = (ops.a, ops.b, out, ops.scale_a.reshape(-1), ops.scale_b.reshape(-1), M, N, K, num_sms,
-            ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), out.stride(0), out.stride(1))
+    ops, c = _pointer_safe(ops, out)
+    args = (ops.a, ops.b, c, *ops.packed_scales, M, N, K, num_sms,
+            ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
     flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)
 
     def grid(meta):
@@ -314,6 +353,8 @@ def launch_persistent(ops: Operands, out: torch.Tensor, precise: bool, config: t
         meta = config.kwargs
         compiled = persistent_kernel[grid(meta)](*args, **flags, **meta, EVEN_K=K % meta["BLOCK_K"] == 0,
                                                  num_warps=config.num_warps, num_stages=config.num_stages)
+    if c is not out:
+        out.copy_(c)
     return Launch(config, compiled if ON_GPU else None)
 
 
@@ -360,8 +401,9 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
                       * triton.cdiv(K, meta["BLOCK_K"]))
         return (min(num_sms, iterations),)
 
-    args = (ops.a, ops.b, out, ops.scale_a.reshape(-1), ops.scale_b.reshape(-1), partials, arrivals, M, N, K,
-            num_sms, ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), out.stride(0), out.stride(1))
+    ops, c = _pointer_safe(ops, out)
+    args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, M, N, K,
+            num_sms, ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
     flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)
     if config is None:
         compiled = _streamk_tuned[grid](*args, **flags, EVEN_K=K % 128 == 0)
@@ -370,6 +412,8 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
         meta = config.kwargs
         compiled = streamk_kernel[grid(meta)](*args, **flags, **meta, EVEN_K=K % meta["BLOCK_K"] == 0,
                                               num_warps=config.num_warps, num_stages=config.num_stages)
+    if c is not out:
+        out.copy_(c)
     return Launch(config, compiled if ON_GPU else None)
 
 
@@ -436,7 +480,7 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
     M, N, K = ops.M, ops.N, ops.K
     if num_sms is None:
         num_sms = _sm_count(out.device) if out.is_cuda else 4
-    args = (ops.a, ops.b, out, ops.scale_a.reshape(-1), ops.scale_b.reshape(-1), M, N, K, num_sms,
+    args = (ops.a, ops.b, out, *ops.packed_scales, M, N, K, num_sms,
             ops.a.stride(0), ops.b.stride(1), out.stride(0))
     flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)
 
@@ -463,6 +507,29 @@ def _tma(ops: Operands, out: torch.Tensor, precise: bool) -> None:
 
 # ---- the public entry point --------------------------------------------------------------------
 
+def _overlaps(t: torch.Tensor) -> bool:
+    """Whether two elements of a 2-D tensor share memory (an expanded view, say)."""
+    dims = sorted((st, n) for st, n in zip(t.stride(), t.shape) if n > 1)
+    if not dims:
+        return False
+    if dims[0][0] == 0:
+        return True
+    return len(dims) == 2 and dims[1][0] < dims[0][0] * dims[0][1]
+
+
+def _check_out(out, ops: Operands, out_dtype) -> None:
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    if out.shape != (ops.M, ops.N) or out.dtype != out_dtype or out.device != ops.a.device:
+        raise ValueError(f"out must be a {(ops.M, ops.N)} {out_dtype} tensor on {ops.a.device}, "
+                         f"got {tuple(out.shape)} {out.dtype} on {out.device}")
+    if _overlaps(out):
+        raise ValueError(f"out has elements that share memory (strides {tuple(out.stride())}): "
+                         "each output needs its own place")
+    if out.requires_grad:
+        raise ValueError("out requires grad: scaled_mm writes into it outside autograd")
+
+
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
               out_dtype: torch.dtype = torch.bfloat16, kernel: str = "auto", precise: bool = False,
               out: torch.Tensor | None = None) -> torch.Tensor:
@@ -476,11 +543,12 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     ops = check_operands(a, b, scale_a, scale_b)
     if out_dtype not in OUT_DTYPES:
         raise TypeError(f"out_dtype must be one of {', '.join(map(str, OUT_DTYPES))}, got {out_dtype}")
+    if not isinstance(kernel, str):
+        raise TypeError(f"kernel must be a name (a str), got {type(kernel).__name__}")
     if out is None:
         out = torch.empty((ops.M, ops.N), dtype=out_dtype, device=a.device)
-    elif out.shape != (ops.M, ops.N) or out.dtype != out_dtype or out.device != a.device:
-        raise ValueError(f"out must be a {(ops.M, ops.N)} {out_dtype} tensor on {a.device}, "
-                         f"got {tuple(out.shape)} {out.dtype} on {out.device}")
+    else:
+        _check_out(out, ops, out_dtype)
     if kernel == "auto":
         chosen = max((k for k in KERNELS.values() if k.refuses(ops, out) is None), key=lambda k: k.priority)
     elif kernel in KERNELS:

@@ -266,3 +266,61 @@ def test_every_configuration(kernel, gen, device):
         out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
         launch(ops, out, False, config=config)
         assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), gemm.describe_config(config)
+
+
+@pytest.mark.parametrize("kernel", ["tiled", "persistent", "streamk", "tma", "auto"])
+def test_strided_and_expanded_scales(kernel, gen, device):
+    """Scales are read as packed arrays: strided or expanded views must be packed first."""
+    a, b, sa, sb = operands(40, 64, 56, "row", "row", gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    strided_a = torch.cat([sa, sa], 1)[:, :1]                        # (M, 1), strides (2, 1)
+    strided_b = torch.cat([sb, sb], 0).t().contiguous().t()[:1]      # (1, N), strides (1, 2)
+    assert strided_a.stride() == (2, 1) and strided_b.stride() == (1, 2)
+    out = fp8.scaled_mm(a, b, strided_a, strided_b, kernel=kernel, out_dtype=torch.float32)
+    assert fp8.rel_error(out, ref) < tolerance(torch.float32, False)
+    one = torch.tensor(0.01, device=device)
+    expanded = fp8.scaled_mm(a, b, one.expand(40, 1), sb, kernel=kernel, out_dtype=torch.float32)
+    assert fp8.rel_error(expanded, fp8.reference_mm(a, b, one, sb)) < tolerance(torch.float32, False)
+
+
+@pytest.mark.parametrize("M,K,N", [(16, 128, 256), (128, 128, 384), (8, 128, 128)])
+def test_block_wise_when_k_is_one_block(M, K, N, gen, device):
+    """With K = 128, per-row and block-wise scale_a shapes coincide: (M, 1). The other scale decides."""
+    x, w = torch.randn(M, K, generator=gen).to(device), torch.randn(N, K, generator=gen).to(device)
+    a, sa = fp8.quantize(x, "1x128")
+    wq, sw = fp8.quantize(w, "128x128")
+    out = fp8.scaled_mm(a, wq.t(), sa, sw.t())
+    assert fp8.rel_error(out, fp8.reference_mm(a, wq.t(), sa, sw.t())) < tolerance(torch.bfloat16, True)
+
+
+def test_bad_outputs_and_names(device):
+    a, b, sa, sb = _ops(device)
+    with pytest.raises(ValueError, match="share memory"):
+        fp8.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, out=torch.zeros(1, 16, device=device).expand(8, 16))
+    with pytest.raises(ValueError, match="requires grad"):
+        fp8.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, out=torch.zeros(8, 16, device=device, requires_grad=True))
+    with pytest.raises(TypeError, match="out must be a torch.Tensor"):
+        fp8.scaled_mm(a, b, sa, sb, out=[1])
+    with pytest.raises(TypeError, match="kernel must be a name"):
+        fp8.scaled_mm(a, b, sa, sb, kernel=["tiled"])
+    meta = [t.to("meta") for t in (a, b, sa, sb)]
+    with pytest.raises(ValueError, match="meta tensors"):
+        fp8.scaled_mm(*meta)
+    transposed = torch.empty(16, 8, dtype=torch.bfloat16, device=device).t()  # no overlap: accepted
+    assert fp8.scaled_mm(a, b, sa, sb, out=transposed) is transposed
+
+
+def test_pointer_kernels_get_unit_steps_where_offsets_would_pass_2_31():
+    """A column-major a of 2^26 rows: K steps of 2^26 bytes overflow 32-bit offsets within a tile."""
+    a = torch.empty(2**26 * 40, dtype=torch.uint8, device="meta").view(E4M3).as_strided((2**26, 40), (1, 2**26))
+    b = torch.empty(40 * 16, dtype=torch.uint8, device="meta").view(E4M3).as_strided((40, 16), (1, 40))
+    ops = gemm.Operands(a, b, torch.ones((), device="meta"), torch.ones((), device="meta"), "tensor", "tensor")
+    safe, c = gemm._pointer_safe(ops, torch.empty(2**26, 16, device="meta"))
+    assert safe.a.stride() == (40, 1) and safe.b is b and c.shape == (2**26, 16)
+    # a column-major output 32 x 2^27: steps of 32 elements along N, 2^27 of them, overflow too
+    a2 = torch.empty(32, 40, dtype=E4M3, device="meta")
+    b2 = torch.empty(2**27 * 40, dtype=torch.uint8, device="meta").view(E4M3).as_strided((40, 2**27), (1, 40))
+    wide = torch.empty(2**27 * 32, dtype=torch.bfloat16, device="meta").as_strided((32, 2**27), (1, 32))
+    ops2 = gemm.Operands(a2, b2, ops.scale_a, ops.scale_b, "tensor", "tensor")
+    safe2, c = gemm._pointer_safe(ops2, wide)
+    assert safe2 is ops2 and c is not wide and c.stride() == (2**27, 1)
