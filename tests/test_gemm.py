@@ -28,6 +28,13 @@ def operands(M, K, N, recipe_a, recipe_b, gen, device, fp8_dtype=E4M3):
 OUTPUT_ROUNDING = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
 
 
+def first(configs):
+    """On a GPU, shape tests use one configuration per kernel (a compilation per flag
+    set, not one per configuration too); test_every_configuration covers the others. The
+    interpreter always runs its own small configuration."""
+    return configs[0] if fp8.ON_GPU else None
+
+
 def tolerance(out_dtype, precise):
     """Output rounding plus what the accumulation adds: float32 sums in the interpreter (the FP8
     products themselves are exact), and on the GPU what Hopper's tensor cores measured (chapter 03): about 3e-3 with fast
@@ -37,25 +44,29 @@ def tolerance(out_dtype, precise):
     return OUTPUT_ROUNDING[out_dtype] + (2e-3 if precise else 4e-3)
 
 
-def first(configs):
-    """On a GPU, shape tests of the newer kernels use one configuration (a compilation per flag
-    set, not one per configuration too); test_every_configuration covers the others. The
-    interpreter always runs its own small configuration."""
-    return configs[0] if fp8.ON_GPU else None
-
-
 @pytest.mark.parametrize("M,K,N", SHAPES)
 @pytest.mark.parametrize("recipes", [("tensor", "tensor"), ("row", "row"), ("tensor", "row"), ("row", "tensor")])
 def test_tiled_matches_float64(M, K, N, recipes, gen, device):
     a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
     ref = fp8.reference_mm(a, b, sa, sb)
-    for out_dtype in [torch.bfloat16]:
-        for precise in (False, True):
-            out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
-            got = fp8.scaled_mm(a, b, sa, sb, out_dtype=out_dtype, kernel="tiled", precise=precise, out=out)
-            assert got is out
-            err = fp8.rel_error(out, ref)
-            assert err < tolerance(out_dtype, precise), (out_dtype, precise, err)
+    ops = gemm.check_operands(a, b, sa, sb)
+    for precise in (False, True):
+        out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+        gemm.launch_tiled(ops, out, precise, config=first(gemm.TILED_CONFIGS))
+        err = fp8.rel_error(out, ref)
+        assert err < tolerance(torch.bfloat16, precise), (precise, err)
+
+
+@pytest.mark.parametrize("M,K,N", [(97, 257, 131)] + ([(2304, 1536, 3072), (4097, 512, 257)] if fp8.ON_GPU else []))
+@pytest.mark.parametrize("recipes", [("tensor", "tensor"), ("row", "row")])
+def test_scaled_mm_tiled_autotuned(M, K, N, recipes, gen, device):
+    """Through scaled_mm and the autotuner, which times every configuration and keeps one."""
+    a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    for precise in (False, True):
+        out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+        assert fp8.scaled_mm(a, b, sa, sb, kernel="tiled", precise=precise, out=out) is out
+        assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise)
 
 
 @pytest.mark.parametrize("M,K,N", [(1, 5, 1), (33, 100, 65), (70, 300, 129)] + ([(512, 12288, 3072)] if fp8.ON_GPU else []))
