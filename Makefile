@@ -2,7 +2,8 @@
 #
 #   make test      pytest over the package, nbval over every chapter (interpreter on a CPU,
 #                  compiled on a GPU), the book/ <-> notebooks/ sync check, the book built with -W
-#   make book      build the book into _build/html (no execution: it renders book/*.ipynb)
+#   make book      build the book into _build/html (no execution: it renders book/*.ipynb); needs
+#                  only Jupyter Book, in its own .venv-book (no torch, no Triton)
 #   make execute   execute notebooks/*.md into book/*.ipynb on a Hopper GPU (CHAPTERS="00 02" for some)
 #
 # Each target creates .venv from requirements.txt when missing. To use an existing environment
@@ -23,7 +24,9 @@ else
 ENV :=
 endif
 
-JUPYTER_BOOK = $(PYTHON) -c "import sys; from jupyter_book.cli.main import main; sys.argv[0] = 'jupyter-book'; sys.exit(main())"
+BOOK_VENV := .venv-book
+JUPYTER_BOOK_IN = -c "import sys; from jupyter_book.cli.main import main; sys.argv[0] = 'jupyter-book'; sys.exit(main())"
+JUPYTER_BOOK = $(PYTHON) $(JUPYTER_BOOK_IN)
 
 .PHONY: test test-package test-notebooks test-book book execute env clean
 
@@ -48,8 +51,14 @@ test-book: $(ENV)
 	rm -rf _build
 	$(JUPYTER_BOOK) build . --warningiserror --keep-going
 
-book: $(ENV)
-	$(JUPYTER_BOOK) build .
+$(BOOK_VENV)/.installed: requirements-book.txt
+	python3 -m venv $(BOOK_VENV)
+	$(BOOK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BOOK_VENV)/bin/python -m pip install --quiet -r requirements-book.txt
+	touch $@
+
+book: $(BOOK_VENV)/.installed
+	$(BOOK_VENV)/bin/python $(JUPYTER_BOOK_IN) build .
 	@echo "open _build/html/index.html"
 
 execute: $(ENV)
