@@ -425,9 +425,10 @@ def _streamk(ops: Operands, out: torch.Tensor, precise: bool) -> None:
 
 # ---- the TMA kernel ----------------------------------------------------------------------------
 
-def _tconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True, halves=False):
+def _tconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True, halves=False, ws=False):
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "PROGRAMS_PER_SM": per_sm,
-                          "FLATTEN": flatten, "EPILOGUE_HALVES": halves}, num_warps=warps, num_stages=stages)
+                          "FLATTEN": flatten, "EPILOGUE_HALVES": halves, "WARP_SPECIALIZE": ws},
+                         num_warps=warps, num_stages=stages)
 
 
 # Not yet measured on the H200: DESIGN.md's persistent TMA kernel (128x256x128, 3 stages, 8 warps)
@@ -435,9 +436,20 @@ def _tconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True, halves=
 TMA_CONFIGS = [_tconfig(128, 256, 128, 8, 3, 1), _tconfig(128, 256, 128, 8, 4, 1, halves=True),
                _tconfig(128, 128, 128, 4, 4, 1), _tconfig(64, 128, 128, 4, 4, 2)]
 TMA_INTERPRETER_CONFIG = _tconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False)
-_tma_tuned = triton.autotune(
-    configs=TMA_CONFIGS, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE"],
-    prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(tma_kernel) if ON_GPU else None
+# Warp specialization: DESIGN.md saw it happen with device-side descriptors, no flatten and 4 warps
+# (with 8 warps the compiler skipped it silently). Not yet measured here.
+WS_CONFIGS = [_tconfig(128, 256, 128, 4, 3, 1, flatten=False, ws=True),
+              _tconfig(128, 128, 128, 4, 4, 1, flatten=False, ws=True)]
+WS_INTERPRETER_CONFIG = _tconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False, ws=True)
+
+
+def _tma_autotuned(configs):
+    return triton.autotune(configs=configs, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE"],
+                           prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(tma_kernel)
+
+
+_tma_tuned = _tma_autotuned(TMA_CONFIGS) if ON_GPU else None
+_ws_tuned = _tma_autotuned(WS_CONFIGS) if ON_GPU else None
 
 
 def tma_refuses(ops: Operands, out: torch.Tensor) -> str | None:
@@ -470,9 +482,10 @@ def _ensure_allocator() -> None:
 
 
 def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
-               num_sms: int | None = None) -> Launch:
+               num_sms: int | None = None, warp_specialize: bool = False) -> Launch:
     """Run ``tma_kernel`` into ``out`` (autotuned on a GPU unless ``config`` is given); raises
-    ValueError where ``tma_refuses`` says TMA cannot take the operands."""
+    ValueError where ``tma_refuses`` says TMA cannot take the operands. ``warp_specialize`` picks
+    the warp-specialized configurations (chapter 07)."""
     why = tma_refuses(ops, out)
     if why:
         raise ValueError(why)
@@ -488,11 +501,12 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
         tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
         return (min(tiles, num_sms * meta["PROGRAMS_PER_SM"]),)
 
-    if config is None and _tma_tuned is None:
-        config = TMA_INTERPRETER_CONFIG
+    tuned = _ws_tuned if warp_specialize else _tma_tuned
+    if config is None and tuned is None:
+        config = WS_INTERPRETER_CONFIG if warp_specialize else TMA_INTERPRETER_CONFIG
     if config is None:
-        compiled = _tma_tuned[grid](*args, **flags)
-        config = _tma_tuned.best_config
+        compiled = tuned[grid](*args, **flags)
+        config = tuned.best_config
     else:
         compiled = tma_kernel[grid(config.kwargs)](*args, **flags, **config.kwargs, num_warps=config.num_warps,
                                                    num_stages=config.num_stages)
@@ -503,6 +517,20 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
 @register_kernel("tma", tma_refuses, priority=6)
 def _tma(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_tma(ops, out, precise)
+
+
+def launch_ws(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
+              num_sms: int | None = None) -> Launch:
+    """``tma_kernel`` with its tile loop warp-specialized: ``launch_tma(..., warp_specialize=True)``."""
+    if config is not None and not config.kwargs.get("WARP_SPECIALIZE"):
+        raise ValueError("launch_ws takes warp-specialized configurations (WARP_SPECIALIZE=True)")
+    return launch_tma(ops, out, precise, config=config, num_sms=num_sms, warp_specialize=True)
+
+
+# Below the tiled kernel until chapter 07 measures it.
+@register_kernel("ws", tma_refuses, priority=7)
+def _ws(ops: Operands, out: torch.Tensor, precise: bool) -> None:
+    launch_ws(ops, out, precise)
 
 
 # ---- the public entry point --------------------------------------------------------------------
@@ -576,6 +604,7 @@ def _register_contenders() -> None:
     contender("tiled", "fp8_tutorial.kernels.tiled: one program per tile")
     contender("persistent", "fp8_tutorial.kernels.persistent: one program per SM, walking tiles")
     contender("tma", "fp8_tutorial.kernels.tma: persistent, TMA loads and stores")
+    contender("ws", "fp8_tutorial.kernels.tma, warp-specialized: a TMA producer, wgmma consumers")
     contender("streamk", "fp8_tutorial.kernels.persistent.streamk_kernel: K iterations shared equally")
 
 

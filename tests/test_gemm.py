@@ -202,6 +202,19 @@ def test_tma_matches_float64(M, K, N, recipes, gen, device):
     assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False)
 
 
+@pytest.mark.parametrize("M,K,N", [(1, 16, 8), (97, 256, 136)] + ([(4608, 3072, 12288), (1000, 1024, 1000)] if fp8.ON_GPU else []))
+def test_warp_specialized_matches_float64(M, K, N, gen, device):
+    a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    for precise in (False, True):
+        out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+        gemm.launch_ws(ops, out, precise, config=first(gemm.WS_CONFIGS))
+        assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), precise
+    with pytest.raises(ValueError, match="warp-specialized configurations"):
+        gemm.launch_ws(ops, out, False, config=gemm.TMA_INTERPRETER_CONFIG)
+
+
 def test_tma_epilogue_halves(gen, device):
     a, b, sa, sb = operands(100, 64, 200, "row", "row", gen, device)
     ops = gemm.check_operands(a, b, sa, sb)
@@ -261,7 +274,7 @@ def test_streamk_matches_float64(M, K, N, num_sms, gen, device):
 
 
 CONFIG_LISTS = {"tiled": "TILED_CONFIGS", "persistent": "PERSISTENT_CONFIGS", "tma": "TMA_CONFIGS",
-                "streamk": "STREAMK_CONFIGS"}
+                "streamk": "STREAMK_CONFIGS", "ws": "WS_CONFIGS"}
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="the interpreter runs one small configuration per kernel")
@@ -279,7 +292,7 @@ def test_every_configuration(kernel, gen, device):
         assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), gemm.describe_config(config)
 
 
-@pytest.mark.parametrize("kernel", ["tiled", "persistent", "streamk", "tma", "auto"])
+@pytest.mark.parametrize("kernel", ["tiled", "persistent", "streamk", "tma", "ws", "auto"])
 def test_strided_and_expanded_scales(kernel, gen, device):
     """Scales are read as packed arrays: strided or expanded views must be packed first."""
     a, b, sa, sb = operands(40, 64, 56, "row", "row", gen, device)

@@ -22,11 +22,14 @@ def tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     ROW_A: tl.constexpr, ROW_B: tl.constexpr, PRECISE: tl.constexpr,
     PROGRAMS_PER_SM: tl.constexpr, FLATTEN: tl.constexpr, EPILOGUE_HALVES: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr = False,
 ):
     """C[M, N] = scale(A[M, K] @ B[K, N]) with A (M, K) and W = B^T (N, K) both K-major.
 
     EPILOGUE_HALVES stores each tile as two column halves, so that the epilogue's staging buffer
     in shared memory is half as large and may leave room for another pipeline stage.
+    WARP_SPECIALIZE asks the compiler to split each program's warps into a producer that issues
+    the TMA loads and consumers that issue the ``wgmma`` and the epilogue (chapter 07).
     """
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
@@ -36,7 +39,8 @@ def tma_kernel(
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     num_programs = tl.minimum(num_tiles, num_sms * PROGRAMS_PER_SM)
     tile_c = tl.program_id(0) - num_programs
-    for tile in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN):
+    for tile in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN,
+                         warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k in range(0, tl.cdiv(K, BLOCK_K)):
