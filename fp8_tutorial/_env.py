@@ -7,6 +7,9 @@ Three modes (DESIGN.md, "Execution modes"):
   TMA or wgmma, sm80 has no FP8 tensor cores).
 - ``"interpreter"``: no GPU (or ``TRITON_INTERPRET=1`` set by the user); Triton kernels run in
   Triton's interpreter on the CPU, on small shapes, and nothing is timed.
+- ``"compile"``: asked for with ``FP8_TUTORIAL_MODE=compile``; kernels are compiled for a Hopper
+  GPU that need not be here (``fp8_tutorial.compiled``), to read what Triton makes of them; nothing
+  runs.
 
 The interpreter is chosen by setting ``TRITON_INTERPRET=1`` *before* any ``@triton.jit`` in this
 package runs, which is why ``fp8_tutorial/__init__.py`` imports this module first.
@@ -28,11 +31,21 @@ _DESCRIPTIONS = {
     "hopper": "Hopper-class GPU: kernels compiled, timings live",
     "cuda": "CUDA GPU older than Hopper: kernels run where the GPU supports them, timings live",
     "interpreter": "no GPU: Triton kernels run in the interpreter on small shapes, nothing is timed",
+    "compile": "kernels compiled for a Hopper GPU without running them (FP8_TUTORIAL_MODE=compile)",
 }
 
 
 def _decide_mode() -> str:
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    requested = os.environ.get("FP8_TUTORIAL_MODE", "")
+    if requested not in ("", "compile"):
+        raise ImportError(f"FP8_TUTORIAL_MODE={requested!r}: the only mode to ask for is 'compile'")
+    if requested == "compile":
+        if interpret:
+            raise ImportError("FP8_TUTORIAL_MODE=compile compiles kernels, TRITON_INTERPRET=1 interprets them: "
+                              "unset one")
+        return "compile"
+    if interpret:
         return "interpreter"
     if torch.cuda.is_available():
         major, _ = torch.cuda.get_device_capability()
@@ -49,7 +62,7 @@ def _decide_mode() -> str:
 
 MODE: str = _decide_mode()
 #: True when kernels run compiled on a CUDA GPU (modes "hopper" and "cuda").
-ON_GPU: bool = MODE != "interpreter"
+ON_GPU: bool = MODE in ("hopper", "cuda")
 #: Where the chapters put their tensors.
 DEVICE: torch.device = torch.device("cuda" if ON_GPU else "cpu")
 

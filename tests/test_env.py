@@ -47,3 +47,15 @@ def test_triton_imported_first_without_gpu_is_a_clear_error():
     ok = subprocess.run([sys.executable, "-c", "import triton, fp8_tutorial"], env=env,
                         capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stderr[-2000:]
+
+
+def test_mode_requests_are_checked():
+    base = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "FP8_TUTORIAL_MODE")}
+    for extra, message in [({"FP8_TUTORIAL_MODE": "fast"}, "the only mode to ask for is 'compile'"),
+                           ({"FP8_TUTORIAL_MODE": "compile", "TRITON_INTERPRET": "1"}, "unset one")]:
+        run = subprocess.run([sys.executable, "-c", "import fp8_tutorial"], env={**base, **extra},
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode != 0 and message in run.stderr, run.stderr[-2000:]
+    ok = subprocess.run([sys.executable, "-c", "import fp8_tutorial as f; print(f.MODE, f.ON_GPU)"],
+                        env={**base, "FP8_TUTORIAL_MODE": "compile"}, capture_output=True, text=True, timeout=300)
+    assert ok.stdout.split() == ["compile", "False"], ok.stderr[-2000:]

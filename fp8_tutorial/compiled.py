@@ -1,0 +1,94 @@
+"""What Triton makes of a kernel for a Hopper GPU, read without one.
+
+Triton compiles for a target named in advance: no GPU, no driver. Start Python with
+``FP8_TUTORIAL_MODE=compile`` (the kernels are then compiled, not interpreted), then
+
+    from fp8_tutorial import compiled
+    from fp8_tutorial.kernels.tiled import tiled_kernel
+    k = compiled.compile_for(tiled_kernel, dict(BLOCK_M=128, ...), num_warps=4, num_stages=3)
+    compiled.summary(k)        # shared memory, wgmma, TMA and cp.async counts, warp specialization
+    compiled.ptxas_report(k)   # registers, spills and ptxas's warnings, from the bundled ptxas
+
+On a GPU the same functions work too (and ``k.n_regs`` is filled in once a kernel has run).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+import triton
+
+from ._env import MODE
+
+#: The package's pointer arguments, by name, and what they point to by default.
+POINTER_TYPES = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": "*bf16", "scale_a_ptr": "*fp32",
+                 "scale_b_ptr": "*fp32", "partials_ptr": "*fp32", "arrivals_ptr": "*i32"}
+#: Strides that are 1 in the layouts scaled_mm is built for: Triton specializes them to constants.
+UNIT_STRIDES = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1}
+
+
+def compile_for(kernel, constexprs: dict, *, num_warps: int, num_stages: int, pointer_types: dict | None = None,
+                capability: int = 90):
+    """Compile ``kernel`` for a CUDA GPU of ``capability`` (90: Hopper) as a launch on the usual
+    layouts would: every other integer argument divisible by 16, pointers 16-byte aligned."""
+    if not isinstance(kernel, triton.runtime.JITFunction):
+        raise TypeError(f"{getattr(kernel, '__name__', kernel)} is not compiled in this process (mode {MODE!r}): "
+                        "start Python with FP8_TUTORIAL_MODE=compile, or use a GPU")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    types = {**POINTER_TYPES, **(pointer_types or {})}
+    given = {**UNIT_STRIDES, **constexprs}
+    signature, values, attrs = {}, {}, {}
+    for i, name in enumerate(kernel.arg_names):
+        if name in given:
+            signature[name], values[name] = "constexpr", given[name]
+        elif name in types:
+            signature[name] = types[name]
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif i in kernel.constexprs:
+            raise ValueError(f"{kernel.__name__} needs a value for {name}")
+        else:
+            signature[name] = "i32"
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    source = ASTSource(fn=kernel, signature=signature, constexprs=values, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", capability, 32),
+                          options={"num_warps": num_warps, "num_stages": num_stages})
+
+
+def summary(k) -> dict:
+    """Counted from the compiled code: static instruction counts, not executions."""
+    ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
+    return {"shared_kib": k.metadata.shared // 1024, "wgmma": ptx.count("wgmma.mma_async"),
+            "cp_async": ptx.count("cp.async.cg"), "tma": ptx.count("cp.async.bulk.tensor"),
+            "setmaxnreg": ptx.count("setmaxnreg"), "ws_partitions": len(re.findall(r"partition\d+", ttgir))}
+
+
+@dataclass
+class PtxasReport:
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    notes: list[str] = field(default_factory=list)  # ptxas's numbered remarks, e.g. "C7514 ... serialized"
+
+
+def ptxas_report(k, arch: str = "sm_90a") -> PtxasReport:
+    """Assemble ``k``'s PTX with the ptxas that ships with Triton, verbosely."""
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "kernel.ptx")
+        with open(src, "w") as f:
+            f.write(k.asm["ptx"])
+        run = subprocess.run([ptxas, f"-arch={arch}", "-v", src, "-o", os.path.join(tmp, "kernel.cubin")],
+                             capture_output=True, text=True, timeout=300)
+    if run.returncode != 0:
+        raise RuntimeError(f"ptxas failed: {run.stderr.strip()[-2000:]}")
+    text = run.stderr
+    number = lambda pattern: int(m.group(1)) if (m := re.search(pattern, text)) else 0  # noqa: E731
+    notes = [f"{code} {message.strip()}" for code, message in re.findall(r"\((C\d+)\)\s*(.*)", text)]
+    return PtxasReport(number(r"Used (\d+) registers"), number(r"(\d+) bytes spill stores"),
+                       number(r"(\d+) bytes spill loads"), notes)
