@@ -38,3 +38,30 @@ def scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N,
     else:
         acc = acc * tl.load(scale_b_ptr)
     return acc
+
+
+@triton.jit
+def accumulate_k(a_ptr, b_ptr, rows, cols, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, k_first, k_last,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 PRECISE: tl.constexpr, EVEN_K: tl.constexpr):
+    """The float32 product of A's ``rows`` and W's ``cols`` over K blocks [k_first, k_last), loaded
+    through pointers: rows and columns past the edge wrapped around (their results are never
+    stored), the last K block masked unless EVEN_K, PRECISE promoting to float32 every block."""
+    ks = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + (rows % M)[:, None].to(tl.int64) * stride_am + (k_first * BLOCK_K + ks)[None, :] * stride_ak
+    b_ptrs = b_ptr + (cols % N)[:, None].to(tl.int64) * stride_bn + (k_first * BLOCK_K + ks)[None, :] * stride_bk
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(k_first, k_last):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            a = tl.load(a_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
+            b = tl.load(b_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
+        if PRECISE:
+            acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+        else:
+            acc = tl.dot(a, b.T, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    return acc

@@ -9,7 +9,7 @@ from its first tile to its last.
 import triton
 import triton.language as tl
 
-from .common import grouped_tile, scale_epilogue
+from .common import accumulate_k, grouped_tile, scale_epilogue
 
 
 @triton.jit
@@ -21,7 +21,8 @@ def persistent_kernel(
     ROW_A: tl.constexpr, ROW_B: tl.constexpr, PRECISE: tl.constexpr, EVEN_K: tl.constexpr,
     PROGRAMS_PER_SM: tl.constexpr, FLATTEN: tl.constexpr,
 ):
-    """C[M, N] = scale(A[M, K] @ B[K, N]); edges, K masks and accumulation as in ``tiled_kernel``.
+    """C[M, N] = scale(A[M, K] @ B[K, N]); edges, K masks and accumulation as in ``tiled_kernel``
+    (``accumulate_k`` holds its K loop).
 
     FLATTEN lets the compiler pipeline across tile boundaries: the loads of a program's next tile
     start while the current one finishes. The epilogue recomputes its tile's coordinates from its
@@ -29,28 +30,14 @@ def persistent_kernel(
     """
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     num_programs = tl.minimum(num_tiles, num_sms * PROGRAMS_PER_SM)  # the grid's size, too
-    ks = tl.arange(0, BLOCK_K)
+    k_blocks = tl.cdiv(K, BLOCK_K)
     tile_c = tl.program_id(0) - num_programs
     for tile in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN):
         pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        a_ptrs = a_ptr + (rows % M)[:, None].to(tl.int64) * stride_am + ks[None, :] * stride_ak
-        b_ptrs = b_ptr + (cols % N)[:, None].to(tl.int64) * stride_bn + ks[None, :] * stride_bk
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            if EVEN_K:
-                a = tl.load(a_ptrs)
-                b = tl.load(b_ptrs)
-            else:
-                a = tl.load(a_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
-                b = tl.load(b_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
-            if PRECISE:
-                acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
-            else:
-                acc = tl.dot(a, b.T, acc)
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
+        acc = accumulate_k(a_ptr, b_ptr, rows, cols, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                           0, k_blocks, BLOCK_M, BLOCK_N, BLOCK_K, PRECISE, EVEN_K)
 
         tile_c += num_programs
         pid_m, pid_n = grouped_tile(tile_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -93,7 +80,6 @@ def streamk_kernel(
     pid = tl.program_id(0)
     start = (pid * total // num_programs).to(tl.int32)
     end = ((pid + 1) * total // num_programs).to(tl.int32)
-    ks = tl.arange(0, BLOCK_K)
     tile_offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     it = start
     while it < end:
@@ -103,22 +89,8 @@ def streamk_kernel(
         pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        a_ptrs = a_ptr + (rows % M)[:, None].to(tl.int64) * stride_am + (k_first * BLOCK_K + ks)[None, :] * stride_ak
-        b_ptrs = b_ptr + (cols % N)[:, None].to(tl.int64) * stride_bn + (k_first * BLOCK_K + ks)[None, :] * stride_bk
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(k_first, k_last):
-            if EVEN_K:
-                a = tl.load(a_ptrs)
-                b = tl.load(b_ptrs)
-            else:
-                a = tl.load(a_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
-                b = tl.load(b_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
-            if PRECISE:
-                acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
-            else:
-                acc = tl.dot(a, b.T, acc)
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
+        acc = accumulate_k(a_ptr, b_ptr, rows, cols, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                           k_first, k_last, BLOCK_M, BLOCK_N, BLOCK_K, PRECISE, EVEN_K)
 
         whole = (k_first == 0) & (k_last == k_blocks)
         if not whole:
