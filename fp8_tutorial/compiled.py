@@ -34,7 +34,9 @@ UNIT_STRIDES = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1}
 def compile_for(kernel, constexprs: dict, *, num_warps: int, num_stages: int, pointer_types: dict | None = None,
                 capability: int = 90):
     """Compile ``kernel`` for a CUDA GPU of ``capability`` (90: Hopper) as a launch on the usual
-    layouts would: every other integer argument divisible by 16, pointers 16-byte aligned."""
+    layouts would: every other integer argument divisible by 16, pointers 16-byte aligned.
+    ``pointer_types`` adds or overrides argument types, e.g. ``{"c_ptr": "*fp32"}``, or a host
+    descriptor's ``{"a_desc": "tensordesc<fp8e4nv[128, 128]>"}``."""
     if not isinstance(kernel, triton.runtime.JITFunction):
         raise TypeError(f"{getattr(kernel, '__name__', kernel)} is not compiled in this process (mode {MODE!r}): "
                         "start Python with FP8_TUTORIAL_MODE=compile, or use a GPU")

@@ -26,7 +26,7 @@ import triton
 from ._env import DEVICE, ON_GPU
 from .kernels.persistent import persistent_kernel, streamk_kernel
 from .kernels.tiled import tiled_kernel
-from .kernels.tma import tma_kernel
+from .kernels.tma import tma_host_kernel, tma_kernel
 from .quant import FP8_DTYPES, dequantize
 
 OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -482,10 +482,12 @@ def _ensure_allocator() -> None:
 
 
 def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
-               num_sms: int | None = None, warp_specialize: bool = False) -> Launch:
+               num_sms: int | None = None, warp_specialize: bool = False, host_descriptors: bool = False) -> Launch:
     """Run ``tma_kernel`` into ``out`` (autotuned on a GPU unless ``config`` is given); raises
     ValueError where ``tma_refuses`` says TMA cannot take the operands. ``warp_specialize`` picks
-    the warp-specialized configurations (chapter 07)."""
+    the warp-specialized configurations (chapter 07). ``host_descriptors`` runs
+    ``tma_host_kernel`` instead, with descriptors built here; it is not autotuned (the boxes are
+    fixed before the launch): ``config`` defaults to the first configuration."""
     why = tma_refuses(ops, out)
     if why:
         raise ValueError(why)
@@ -502,9 +504,20 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
         return (min(tiles, num_sms * meta["PROGRAMS_PER_SM"]),)
 
     tuned = _ws_tuned if warp_specialize else _tma_tuned
-    if config is None and tuned is None:
-        config = WS_INTERPRETER_CONFIG if warp_specialize else TMA_INTERPRETER_CONFIG
-    if config is None:
+    if config is None and (tuned is None or host_descriptors):
+        configs = (WS_CONFIGS if warp_specialize else TMA_CONFIGS) if ON_GPU else None
+        config = configs[0] if configs else (WS_INTERPRETER_CONFIG if warp_specialize else TMA_INTERPRETER_CONFIG)
+    if host_descriptors:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        meta = config.kwargs
+        slice_n = meta["BLOCK_N"] // 2 if meta["EPILOGUE_HALVES"] else meta["BLOCK_N"]
+        descriptors = (TensorDescriptor.from_tensor(ops.a, [meta["BLOCK_M"], meta["BLOCK_K"]]),
+                       TensorDescriptor.from_tensor(ops.b.t(), [meta["BLOCK_N"], meta["BLOCK_K"]]),
+                       TensorDescriptor.from_tensor(out, [meta["BLOCK_M"], slice_n]))
+        compiled = tma_host_kernel[grid(meta)](*descriptors, *ops.packed_scales, M, N, K, num_sms, **flags, **meta,
+                                               num_warps=config.num_warps, num_stages=config.num_stages)
+    elif config is None:
         compiled = tuned[grid](*args, **flags)
         config = tuned.best_config
     else:

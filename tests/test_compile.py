@@ -21,7 +21,13 @@ SCRIPT = textwrap.dedent("""
     from fp8_tutorial import compiled, gemm
     from fp8_tutorial.kernels.persistent import persistent_kernel, streamk_kernel
     from fp8_tutorial.kernels.tiled import tiled_kernel
-    from fp8_tutorial.kernels.tma import tma_kernel
+    from fp8_tutorial.kernels.tma import tma_host_kernel, tma_kernel
+
+    def host_descriptors(meta):
+        slice_n = meta["BLOCK_N"] // 2 if meta["EPILOGUE_HALVES"] else meta["BLOCK_N"]
+        return {"a_desc": f"tensordesc<fp8e4nv[{meta['BLOCK_M']}, {meta['BLOCK_K']}]>",
+                "b_desc": f"tensordesc<fp8e4nv[{meta['BLOCK_N']}, {meta['BLOCK_K']}]>",
+                "c_desc": f"tensordesc<bf16[{meta['BLOCK_M']}, {slice_n}]>"}
 
     assert fp8.MODE == "compile"
     plans = [("tiled", tiled_kernel, gemm.TILED_CONFIGS, dict(SPLIT_K=1)),
@@ -29,6 +35,7 @@ SCRIPT = textwrap.dedent("""
              ("persistent", persistent_kernel, gemm.PERSISTENT_CONFIGS, {}),
              ("streamk", streamk_kernel, gemm.STREAMK_CONFIGS, {}),
              ("tma", tma_kernel, gemm.TMA_CONFIGS, {}),
+             ("tma-host", tma_host_kernel, gemm.TMA_CONFIGS, {}),
              ("ws", tma_kernel, gemm.WS_CONFIGS, {})]
     flag_sets = [dict(ROW_A=True, ROW_B=True, PRECISE=False, EVEN_K=True),
                  dict(ROW_A=False, ROW_B=False, PRECISE=True, EVEN_K=False)]
@@ -41,7 +48,9 @@ SCRIPT = textwrap.dedent("""
                     values.pop("EVEN_K")
                 row = dict(kernel=name, config=gemm.describe_config(config), precise=flags["PRECISE"])
                 try:
-                    k = compiled.compile_for(kernel, values, num_warps=config.num_warps, num_stages=config.num_stages)
+                    types = host_descriptors(config.kwargs) if name == "tma-host" else None
+                    k = compiled.compile_for(kernel, values, num_warps=config.num_warps, num_stages=config.num_stages,
+                                             pointer_types=types)
                     report = compiled.ptxas_report(k)
                     row.update(compiled.summary(k), registers=report.registers,
                                spills=report.spill_stores + report.spill_loads, notes=report.notes)
@@ -64,14 +73,15 @@ def compiled_kernels():
 def test_every_configuration_compiles(compiled_kernels):
     failed = [(r["kernel"], r["config"], r["precise"], r["error"]) for r in compiled_kernels if "error" in r]
     assert not failed, failed
-    assert {r["kernel"] for r in compiled_kernels} == {"tiled", "split-k", "persistent", "streamk", "tma", "ws"}
+    assert {r["kernel"] for r in compiled_kernels} == {"tiled", "split-k", "persistent", "streamk", "tma", "tma-host",
+                                                       "ws"}
 
 
 def test_compiled_code_is_what_the_kernels_say(compiled_kernels):
     for r in compiled_kernels:
         what = (r["kernel"], r["config"], r["precise"])
         assert r["wgmma"] > 0, what  # Hopper's tensor-core instruction, not a fallback
-        if r["kernel"] in ("tma", "ws"):
+        if r["kernel"] in ("tma", "tma-host", "ws"):
             assert r["tma"] > 0 and r["cp_async"] == 0, what
         else:
             assert r["cp_async"] > 0 and r["tma"] == 0, what

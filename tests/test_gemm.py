@@ -348,3 +348,20 @@ def test_pointer_kernels_get_unit_steps_where_offsets_would_pass_2_31():
     ops2 = gemm.Operands(a2, b2, ops.scale_a, ops.scale_b, "tensor", "tensor")
     safe2, c = gemm._pointer_safe(ops2, wide)
     assert safe2 is ops2 and c is not wide and c.stride() == (2**27, 1)
+
+
+@pytest.mark.parametrize("M,K,N", [(7, 48, 24), (97, 256, 136)] + ([(2304, 3072, 12288), (1000, 1024, 1000)] if fp8.ON_GPU else []))
+@pytest.mark.parametrize("halves", [False, True])
+def test_tma_host_descriptors(M, K, N, halves, gen, device):
+    """Descriptors built on the host and passed in compute the same thing as device-side ones."""
+    a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    config = gemm.TMA_CONFIGS[0] if fp8.ON_GPU else gemm.TMA_INTERPRETER_CONFIG
+    config = gemm._tconfig(*(config.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), config.num_warps,
+                           config.num_stages, 1, halves=halves)
+    host = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+    device_side = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+    gemm.launch_tma(ops, host, False, config=config, host_descriptors=True)
+    gemm.launch_tma(ops, device_side, False, config=config)
+    assert fp8.rel_error(host, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+    assert torch.equal(host, device_side)
