@@ -323,6 +323,20 @@ def _sm_count(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
+def _programs(out: torch.Tensor, num_sms, config: triton.Config | None) -> int:
+    """The SM count a persistent launch plans for (the GPU's, or 4 in the interpreter), checked,
+    as is the configuration's programs per SM: an empty grid would leave ``out`` unwritten."""
+    if num_sms is None:
+        return _sm_count(out.device) if out.is_cuda else 4
+    if isinstance(num_sms, bool) or not isinstance(num_sms, int):
+        raise TypeError(f"num_sms must be an int, got {type(num_sms).__name__}")
+    if num_sms < 1:
+        raise ValueError(f"num_sms must be >= 1, got {num_sms}")
+    if config is not None and config.kwargs.get("PROGRAMS_PER_SM", 1) < 1:
+        raise ValueError(f"PROGRAMS_PER_SM must be >= 1, got {config.kwargs['PROGRAMS_PER_SM']}")
+    return num_sms
+
+
 def launch_persistent(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
                       num_sms: int | None = None) -> Launch:
     """Run ``persistent_kernel`` into ``out``: autotuned on a GPU unless ``config`` is given.
@@ -331,10 +345,7 @@ def launch_persistent(ops: Operands, out: torch.Tensor, precise: bool, config: t
     PROGRAMS_PER_SM) programs.
     """
     M, N, K = ops.M, ops.N, ops.K
-    if num_sms is None:
-        num_sms = _sm_count(out.device) if out.is_cuda else 4
-    if num_sms < 1:
-        raise ValueError(f"num_sms must be >= 1, got {num_sms}")
+    num_sms = _programs(out, num_sms, config)
     ops, c = _pointer_safe(ops, out)
     args = (ops.a, ops.b, c, *ops.packed_scales, M, N, K, num_sms,
             ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
@@ -384,10 +395,7 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     """Run ``streamk_kernel`` into ``out`` with one program per SM (``num_sms``: default the GPU's,
     4 in the interpreter), never more programs than K iterations in all."""
     M, N, K = ops.M, ops.N, ops.K
-    if num_sms is None:
-        num_sms = _sm_count(out.device) if out.is_cuda else 4
-    if num_sms < 1:
-        raise ValueError(f"num_sms must be >= 1, got {num_sms}")
+    num_sms = _programs(out, num_sms, config)
     if config is None and _streamk_tuned is None:
         config = STREAMK_INTERPRETER_CONFIG
     configs = STREAMK_CONFIGS if config is None else [config]
@@ -493,8 +501,7 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
         raise ValueError(why)
     _ensure_allocator()
     M, N, K = ops.M, ops.N, ops.K
-    if num_sms is None:
-        num_sms = _sm_count(out.device) if out.is_cuda else 4
+    num_sms = _programs(out, num_sms, config)
     args = (ops.a, ops.b, out, *ops.packed_scales, M, N, K, num_sms,
             ops.a.stride(0), ops.b.stride(1), out.stride(0))
     flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)

@@ -365,3 +365,22 @@ def test_tma_host_descriptors(M, K, N, halves, gen, device):
     gemm.launch_tma(ops, device_side, False, config=config)
     assert fp8.rel_error(host, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
     assert torch.equal(host, device_side)
+
+
+@pytest.mark.parametrize("kernel", ["persistent", "streamk", "tma", "ws"])
+def test_persistent_launches_check_their_grid(kernel, device):
+    """An empty grid would leave out unwritten: every way to ask for one is refused."""
+    a, b, sa, sb = _ops(device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    out = torch.empty(8, 16, dtype=torch.bfloat16, device=device)
+    launch = getattr(gemm, f"launch_{kernel}")
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="num_sms must be >= 1"):
+            launch(ops, out, False, num_sms=bad)
+    with pytest.raises(TypeError, match="num_sms must be an int"):
+        launch(ops, out, False, num_sms=2.5)
+    if kernel in ("persistent", "tma", "ws"):
+        maker = gemm._pconfig if kernel == "persistent" else gemm._tconfig
+        config = maker(32, 32, 32, 4, 1, 0, ws=True) if kernel == "ws" else maker(32, 32, 32, 4, 1, 0)
+        with pytest.raises(ValueError, match="PROGRAMS_PER_SM must be >= 1"):
+            launch(ops, out, False, config=config, num_sms=2)
