@@ -43,6 +43,10 @@ class Operands:
     recipe_a: str
     recipe_b: str
 
+    def flags(self, precise: bool) -> dict:
+        """The kernels' recipe and accumulation switches for these operands."""
+        return dict(ROW_A=self.recipe_a == "row", ROW_B=self.recipe_b == "row", PRECISE=precise)
+
     @property
     def packed_scales(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The scales as the pointer kernels read them: contiguous, one value after another (a
@@ -166,7 +170,7 @@ TILED_CONFIGS = [_config(128, 128, 128, 4, 3), _config(128, 128, 128, 8, 3), _co
                  _config(256, 128, 128, 8, 4), _config(64, 128, 128, 4, 4), _config(64, 64, 128, 4, 4)]
 # Split-K lost to the unsplit kernel on every small-M shape (chapter 04): never chosen by "auto".
 SPLIT_K_CONFIGS = [_config(128, 128, 128, 4, 6), _config(128, 128, 128, 4, 3)]
-# EVEN_K is decided for K % 128 below: every tuned BLOCK_K must divide 128.
+# _launch decides EVEN_K for K % 128 when autotuning: every tuned BLOCK_K must divide 128.
 assert all(128 % c.kwargs["BLOCK_K"] == 0 for c in TILED_CONFIGS + SPLIT_K_CONFIGS)
 
 
@@ -183,16 +187,37 @@ def _tuning_bench(kernel_call, quantiles):
     return triton.testing.do_bench(kernel_call, warmup=5, rep=20, quantiles=quantiles)
 
 
-def _autotuned(configs, **extra):
+def _autotuned(kernel, configs, key: list[str], **extra):
+    """``kernel`` autotuned over ``configs`` (pruned to the problem's size), one choice per M, N, K,
+    recipe, accumulation and the ``key`` switches; None without a GPU."""
     if not ON_GPU:
         return None
-    return triton.autotune(configs=configs, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", "EVEN_K", "SPLIT_K"],
-                           prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench, **extra)(tiled_kernel)
+    return triton.autotune(configs=configs, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", *key],
+                           prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench, **extra)(kernel)
 
 
-_tiled_tuned = _autotuned(TILED_CONFIGS)
+def _launch(kernel, tuned, interpreter_config: triton.Config, grid, args: tuple, flags: dict,
+            config: triton.Config | None, K: int | None = None) -> Launch:
+    """Launch ``kernel`` with ``config``; without one, through its autotuner ``tuned``, or with
+    ``interpreter_config`` where there is none. ``grid(meta)`` sizes the grid. Given ``K``, EVEN_K
+    is decided for the configuration's BLOCK_K (128 for every tuned one)."""
+    if config is None and tuned is None:
+        config = interpreter_config
+    if config is None:
+        even_k = {} if K is None else {"EVEN_K": K % 128 == 0}
+        compiled = tuned[grid](*args, **flags, **even_k)
+        config = tuned.best_config
+    else:
+        meta = config.kwargs
+        even_k = {} if K is None else {"EVEN_K": K % meta["BLOCK_K"] == 0}
+        compiled = kernel[grid(meta)](*args, **flags, **meta, **even_k,
+                                      num_warps=config.num_warps, num_stages=config.num_stages)
+    return Launch(config, compiled if ON_GPU else None)
+
+
+_tiled_tuned = _autotuned(tiled_kernel, TILED_CONFIGS, ["EVEN_K", "SPLIT_K"])
 # Split-K programs add into C: every timed trial, and the final launch, must start from zeros.
-_split_k_tuned = _autotuned(SPLIT_K_CONFIGS, reset_to_zero=["c_ptr"])
+_split_k_tuned = _autotuned(tiled_kernel, SPLIT_K_CONFIGS, ["EVEN_K", "SPLIT_K"], reset_to_zero=["c_ptr"])
 
 # In the interpreter, one small configuration: autotuning needs a GPU, and the interpreter's cost
 # grows with the tile size.
@@ -256,22 +281,13 @@ def launch_tiled(ops: Operands, out: torch.Tensor, precise: bool, split_k: int =
     c = target if split_k == 1 else torch.zeros((M, N), dtype=torch.float32, device=out.device)
     args = (ops.a, ops.b, c, *ops.packed_scales, M, N, K,
             ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
-    flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise, SPLIT_K=split_k)
-    tuned = _tiled_tuned if split_k == 1 else _split_k_tuned
-    if config is None and tuned is None:
-        config = INTERPRETER_CONFIG
-    if config is None:
-        grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), split_k)
-        compiled = tuned[grid](*args, **flags, EVEN_K=K % 128 == 0)
-        config = tuned.best_config
-    else:
-        meta = config.kwargs
-        grid = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), split_k)
-        compiled = tiled_kernel[grid](*args, **flags, **meta, EVEN_K=K % meta["BLOCK_K"] == 0,
-                                      num_warps=config.num_warps, num_stages=config.num_stages)
+    flags = dict(ops.flags(precise), SPLIT_K=split_k)
+    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), split_k)  # noqa: E731
+    launch = _launch(tiled_kernel, _tiled_tuned if split_k == 1 else _split_k_tuned, INTERPRETER_CONFIG, grid,
+                     args, flags, config, K)
     if c is not out:
         out.copy_(c)
-    return Launch(config, compiled if ON_GPU else None)
+    return launch
 
 
 def config_dict(config: triton.Config) -> dict:
@@ -314,9 +330,7 @@ def _pconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True):
 PERSISTENT_CONFIGS = [_pconfig(128, 128, 128, 4, 3, 2), _pconfig(128, 128, 128, 4, 6, 1),
                       _pconfig(128, 256, 128, 8, 3, 1), _pconfig(64, 128, 128, 4, 4, 2)]
 PERSISTENT_INTERPRETER_CONFIG = _pconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False)
-_persistent_tuned = triton.autotune(
-    configs=PERSISTENT_CONFIGS, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", "EVEN_K"],
-    prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(persistent_kernel) if ON_GPU else None
+_persistent_tuned = _autotuned(persistent_kernel, PERSISTENT_CONFIGS, ["EVEN_K"])
 
 
 def _sm_count(device) -> int:
@@ -349,24 +363,17 @@ def launch_persistent(ops: Operands, out: torch.Tensor, precise: bool, config: t
     ops, c = _pointer_safe(ops, out)
     args = (ops.a, ops.b, c, *ops.packed_scales, M, N, K, num_sms,
             ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
-    flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)
+    flags = ops.flags(precise)
 
     def grid(meta):
         tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
         return (min(tiles, num_sms * meta["PROGRAMS_PER_SM"]),)
 
-    if config is None and _persistent_tuned is None:
-        config = PERSISTENT_INTERPRETER_CONFIG
-    if config is None:
-        compiled = _persistent_tuned[grid](*args, **flags, EVEN_K=K % 128 == 0)
-        config = _persistent_tuned.best_config
-    else:
-        meta = config.kwargs
-        compiled = persistent_kernel[grid(meta)](*args, **flags, **meta, EVEN_K=K % meta["BLOCK_K"] == 0,
-                                                 num_warps=config.num_warps, num_stages=config.num_stages)
+    launch = _launch(persistent_kernel, _persistent_tuned, PERSISTENT_INTERPRETER_CONFIG, grid, args, flags,
+                     config, K)
     if c is not out:
         out.copy_(c)
-    return Launch(config, compiled if ON_GPU else None)
+    return launch
 
 
 # Below the tiled kernel until chapter 05 measures it.
@@ -385,9 +392,7 @@ def _skconfig(bm, bn, bk, warps, stages, group_m=8):
 # Not yet measured on the H200.
 STREAMK_CONFIGS = [_skconfig(128, 128, 128, 4, 4), _skconfig(128, 128, 128, 8, 3), _skconfig(128, 256, 128, 8, 3)]
 STREAMK_INTERPRETER_CONFIG = _skconfig(32, 32, 32, 4, 1, group_m=4)
-_streamk_tuned = triton.autotune(
-    configs=STREAMK_CONFIGS, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", "EVEN_K"],
-    prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(streamk_kernel) if ON_GPU else None
+_streamk_tuned = _autotuned(streamk_kernel, STREAMK_CONFIGS, ["EVEN_K"])
 
 
 def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
@@ -396,9 +401,10 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     4 in the interpreter), never more programs than K iterations in all."""
     M, N, K = ops.M, ops.N, ops.K
     num_sms = _programs(out, num_sms, config)
-    if config is None and _streamk_tuned is None:
-        config = STREAMK_INTERPRETER_CONFIG
-    configs = STREAMK_CONFIGS if config is None else [config]
+    if config is not None:
+        configs = [config]
+    else:  # whichever the launch may pick: size the buffers for all of them
+        configs = STREAMK_CONFIGS if _streamk_tuned is not None else [STREAMK_INTERPRETER_CONFIG]
     largest = max(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] for c in configs)
     most_tiles = max(triton.cdiv(M, c.kwargs["BLOCK_M"]) * triton.cdiv(N, c.kwargs["BLOCK_N"]) for c in configs)
     partials = torch.empty(2 * num_sms * largest, dtype=torch.float32, device=out.device)
@@ -412,17 +418,11 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     ops, c = _pointer_safe(ops, out)
     args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, M, N, K,
             num_sms, ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
-    flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)
-    if config is None:
-        compiled = _streamk_tuned[grid](*args, **flags, EVEN_K=K % 128 == 0)
-        config = _streamk_tuned.best_config
-    else:
-        meta = config.kwargs
-        compiled = streamk_kernel[grid(meta)](*args, **flags, **meta, EVEN_K=K % meta["BLOCK_K"] == 0,
-                                              num_warps=config.num_warps, num_stages=config.num_stages)
+    flags = ops.flags(precise)
+    launch = _launch(streamk_kernel, _streamk_tuned, STREAMK_INTERPRETER_CONFIG, grid, args, flags, config, K)
     if c is not out:
         out.copy_(c)
-    return Launch(config, compiled if ON_GPU else None)
+    return launch
 
 
 # Below every other kernel until chapter 05 measures it.
@@ -451,13 +451,8 @@ WS_CONFIGS = [_tconfig(128, 256, 128, 4, 3, 1, flatten=False, ws=True),
 WS_INTERPRETER_CONFIG = _tconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False, ws=True)
 
 
-def _tma_autotuned(configs):
-    return triton.autotune(configs=configs, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE"],
-                           prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench)(tma_kernel)
-
-
-_tma_tuned = _tma_autotuned(TMA_CONFIGS) if ON_GPU else None
-_ws_tuned = _tma_autotuned(WS_CONFIGS) if ON_GPU else None
+_tma_tuned = _autotuned(tma_kernel, TMA_CONFIGS, [])
+_ws_tuned = _autotuned(tma_kernel, WS_CONFIGS, [])
 
 
 def tma_refuses(ops: Operands, out: torch.Tensor) -> str | None:
@@ -504,33 +499,27 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
     num_sms = _programs(out, num_sms, config)
     args = (ops.a, ops.b, out, *ops.packed_scales, M, N, K, num_sms,
             ops.a.stride(0), ops.b.stride(1), out.stride(0))
-    flags = dict(ROW_A=ops.recipe_a == "row", ROW_B=ops.recipe_b == "row", PRECISE=precise)
+    flags = ops.flags(precise)
 
     def grid(meta):
         tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
         return (min(tiles, num_sms * meta["PROGRAMS_PER_SM"]),)
 
-    tuned = _ws_tuned if warp_specialize else _tma_tuned
-    if config is None and (tuned is None or host_descriptors):
-        configs = (WS_CONFIGS if warp_specialize else TMA_CONFIGS) if ON_GPU else None
-        config = configs[0] if configs else (WS_INTERPRETER_CONFIG if warp_specialize else TMA_INTERPRETER_CONFIG)
-    if host_descriptors:
-        from triton.tools.tensor_descriptor import TensorDescriptor
+    tuned, interpreter_config = (_ws_tuned, WS_INTERPRETER_CONFIG) if warp_specialize else \
+        (_tma_tuned, TMA_INTERPRETER_CONFIG)
+    if not host_descriptors:
+        return _launch(tma_kernel, tuned, interpreter_config, grid, args, flags, config)
+    from triton.tools.tensor_descriptor import TensorDescriptor
 
-        meta = config.kwargs
-        slice_n = meta["BLOCK_N"] // 2 if meta["EPILOGUE_HALVES"] else meta["BLOCK_N"]
-        descriptors = (TensorDescriptor.from_tensor(ops.a, [meta["BLOCK_M"], meta["BLOCK_K"]]),
-                       TensorDescriptor.from_tensor(ops.b.t(), [meta["BLOCK_N"], meta["BLOCK_K"]]),
-                       TensorDescriptor.from_tensor(out, [meta["BLOCK_M"], slice_n]))
-        compiled = tma_host_kernel[grid(meta)](*descriptors, *ops.packed_scales, M, N, K, num_sms, **flags, **meta,
-                                               num_warps=config.num_warps, num_stages=config.num_stages)
-    elif config is None:
-        compiled = tuned[grid](*args, **flags)
-        config = tuned.best_config
-    else:
-        compiled = tma_kernel[grid(config.kwargs)](*args, **flags, **config.kwargs, num_warps=config.num_warps,
-                                                   num_stages=config.num_stages)
-    return Launch(config, compiled if ON_GPU else None)
+    if config is None:
+        config = tuned.configs[0] if tuned else interpreter_config
+    meta = config.kwargs
+    slice_n = meta["BLOCK_N"] // 2 if meta["EPILOGUE_HALVES"] else meta["BLOCK_N"]
+    descriptors = (TensorDescriptor.from_tensor(ops.a, [meta["BLOCK_M"], meta["BLOCK_K"]]),
+                   TensorDescriptor.from_tensor(ops.b.t(), [meta["BLOCK_N"], meta["BLOCK_K"]]),
+                   TensorDescriptor.from_tensor(out, [meta["BLOCK_M"], slice_n]))
+    return _launch(tma_host_kernel, None, config, grid, (*descriptors, *ops.packed_scales, M, N, K, num_sms),
+                   flags, config)
 
 
 # Below the tiled kernel until chapter 06 measures it.
