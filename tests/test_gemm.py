@@ -35,6 +35,13 @@ def first(configs):
     return configs[0] if fp8.ON_GPU else None
 
 
+def check_scaled_mm(kernel, a, b, sa, sb, ref, out_dtype, device):
+    """The named kernel through scaled_mm writes a right result into the given, poisoned ``out``."""
+    out = fp8.poison(torch.empty(a.shape[0], b.shape[1], dtype=out_dtype, device=device))
+    assert fp8.scaled_mm(a, b, sa, sb, out_dtype=out_dtype, kernel=kernel, out=out) is out
+    assert fp8.rel_error(out, ref) < tolerance(out_dtype, False)
+
+
 def tolerance(out_dtype, precise):
     """Output rounding plus what the accumulation adds: float32 sums in the interpreter (the FP8
     products themselves are exact), and on the GPU what Hopper's tensor cores measured (chapter 03): about 3e-3 with fast
@@ -177,9 +184,7 @@ def test_persistent_matches_float64(M, K, N, recipes, num_sms, gen, device):
         out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
         gemm.launch_persistent(ops, out, precise, num_sms=num_sms, config=first(gemm.PERSISTENT_CONFIGS))
         assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
-    out = fp8.poison(torch.empty(M, N, dtype=torch.float32, device=device))
-    assert fp8.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, kernel="persistent", out=out) is out
-    assert fp8.rel_error(out, ref) < tolerance(torch.float32, False)
+    check_scaled_mm("persistent", a, b, sa, sb, ref, torch.float32, device)
     with pytest.raises(ValueError, match="num_sms must be >= 1"):
         gemm.launch_persistent(ops, out, False, num_sms=0)
 
@@ -197,9 +202,7 @@ def test_tma_matches_float64(M, K, N, recipes, gen, device):
             out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
             gemm.launch_tma(ops, out, precise, num_sms=num_sms, config=first(gemm.TMA_CONFIGS))
             assert fp8.rel_error(out, ref) < tolerance(out_dtype, precise), (precise, out_dtype, num_sms)
-    out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-    assert fp8.scaled_mm(a, b, sa, sb, kernel="tma", out=out) is out
-    assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False)
+    check_scaled_mm("tma", a, b, sa, sb, ref, torch.bfloat16, device)
 
 
 @pytest.mark.parametrize("M,K,N", [(1, 16, 8), (97, 256, 136)] + ([(4608, 3072, 12288), (1000, 1024, 1000)] if fp8.ON_GPU else []))
@@ -268,9 +271,7 @@ def test_streamk_matches_float64(M, K, N, num_sms, gen, device):
             out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
             gemm.launch_streamk(ops, out, precise, num_sms=num_sms, config=first(gemm.STREAMK_CONFIGS))
             assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
-    out = fp8.poison(torch.empty(M, N, dtype=torch.float32, device=device))
-    assert fp8.scaled_mm(a, b, sa, sb, out_dtype=torch.float32, kernel="streamk", out=out) is out
-    assert fp8.rel_error(out, ref) < tolerance(torch.float32, False)
+    check_scaled_mm("streamk", a, b, sa, sb, ref, torch.float32, device)
 
 
 CONFIG_LISTS = {"tiled": "TILED_CONFIGS", "persistent": "PERSISTENT_CONFIGS", "tma": "TMA_CONFIGS",
