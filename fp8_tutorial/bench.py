@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from . import schedule
 from ._env import ON_GPU
 
 
@@ -100,7 +101,7 @@ def benchmark(contenders: Mapping[str, Callable[[], Any]], *, flops: float | Map
     if not contenders:
         raise ValueError("benchmark needs at least one contender")
     names = list(contenders)
-    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    l2 = schedule.l2_bytes()
     flush = torch.empty(max(2 * l2, 1 << 20), dtype=torch.int8, device="cuda")
     host_round = 0.0
     for name in names:  # compile, autotune, allocate; then time the host side of one call
