@@ -384,42 +384,78 @@ def _persistent(ops: Operands, out: torch.Tensor, precise: bool) -> None:
 
 # ---- stream-K ----------------------------------------------------------------------------------
 
-def _skconfig(bm, bn, bk, warps, stages, group_m=8):
-    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
-                         num_warps=warps, num_stages=stages)
+def _skconfig(bm, bn, bk, warps, stages, group_m=8, data_parallel=False, tma=False):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m,
+                          "DATA_PARALLEL": data_parallel, "TMA": tma}, num_warps=warps, num_stages=stages)
 
 
 # Not yet measured on the H200.
-STREAMK_CONFIGS = [_skconfig(128, 128, 128, 4, 4), _skconfig(128, 128, 128, 8, 3), _skconfig(128, 256, 128, 8, 3)]
+# (128x256 tiles through pointers spill with 8 warps.)
+STREAMK_CONFIGS = [_skconfig(128, 128, 128, 4, 4), _skconfig(128, 128, 128, 8, 3),
+                   _skconfig(128, 128, 128, 4, 4, data_parallel=True)]
+# The same schedule with TMA loads (chapter 06), where the 16-byte rule holds.
+STREAMK_TMA_CONFIGS = [_skconfig(128, 256, 128, 8, 3, tma=True), _skconfig(128, 128, 128, 4, 4, tma=True),
+                       _skconfig(128, 256, 128, 8, 3, data_parallel=True, tma=True)]
 STREAMK_INTERPRETER_CONFIG = _skconfig(32, 32, 32, 4, 1, group_m=4)
+STREAMK_TMA_INTERPRETER_CONFIG = _skconfig(32, 32, 32, 4, 1, group_m=4, tma=True)
 _streamk_tuned = _autotuned(streamk_kernel, STREAMK_CONFIGS, ["EVEN_K"])
+_streamk_tma_tuned = _autotuned(streamk_kernel, STREAMK_TMA_CONFIGS, ["EVEN_K"])
+
+
+_workspaces: dict = {}
+
+
+def _streamk_workspace(device: torch.device, partial_elems: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stream-K's float32 partial tiles and zeroed arrival counts, kept per device and stream and
+    grown as needed: the kernel leaves every count at zero again, so one zeroing at allocation
+    serves all later launches on that stream (launches on one stream run one after another)."""
+    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    partials, arrivals = _workspaces.get(key, (None, None))
+    if partials is None or partials.numel() < partial_elems:
+        partials = torch.empty(partial_elems, dtype=torch.float32, device=device)
+    if arrivals is None or arrivals.numel() < tiles:
+        arrivals = torch.zeros(tiles, dtype=torch.int32, device=device)
+    _workspaces[key] = (partials, arrivals)
+    return partials, arrivals
 
 
 def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
-                   num_sms: int | None = None) -> Launch:
+                   num_sms: int | None = None, tma: bool | None = None) -> Launch:
     """Run ``streamk_kernel`` into ``out`` with one program per SM (``num_sms``: default the GPU's,
-    4 in the interpreter), never more programs than K iterations in all."""
+    4 in the interpreter), never more programs than K iterations in all. Without ``config``, the
+    loads go through TMA where ``tma_refuses`` allows it (``tma`` True or False forces the choice;
+    True raises ValueError where TMA cannot take the operands)."""
     M, N, K = ops.M, ops.N, ops.K
     num_sms = _programs(out, num_sms, config)
+    why = tma_refuses(ops, out)
+    if config is not None:
+        tma = bool(config.kwargs.get("TMA"))
+    elif tma is None:
+        tma = why is None
+    if tma and why:
+        raise ValueError(why)
+    if tma:
+        _ensure_allocator()
+    tuned, interpreter_config = (_streamk_tma_tuned, STREAMK_TMA_INTERPRETER_CONFIG) if tma \
+        else (_streamk_tuned, STREAMK_INTERPRETER_CONFIG)
     if config is not None:
         configs = [config]
     else:  # whichever the launch may pick: size the buffers for all of them
-        configs = STREAMK_CONFIGS if _streamk_tuned is not None else [STREAMK_INTERPRETER_CONFIG]
+        configs = tuned.configs if tuned is not None else [interpreter_config]
     largest = max(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] for c in configs)
     most_tiles = max(triton.cdiv(M, c.kwargs["BLOCK_M"]) * triton.cdiv(N, c.kwargs["BLOCK_N"]) for c in configs)
-    partials = torch.empty(2 * num_sms * largest, dtype=torch.float32, device=out.device)
-    arrivals = torch.zeros(most_tiles, dtype=torch.int32, device=out.device)
+    partials, arrivals = _streamk_workspace(out.device, 2 * num_sms * largest, most_tiles)
 
     def grid(meta):
         iterations = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
                       * triton.cdiv(K, meta["BLOCK_K"]))
         return (min(num_sms, iterations),)
 
-    ops, c = _pointer_safe(ops, out)
+    ops, c = (ops, out) if tma else _pointer_safe(ops, out)
     args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, M, N, K,
             num_sms, ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
     flags = ops.flags(precise)
-    launch = _launch(streamk_kernel, _streamk_tuned, STREAMK_INTERPRETER_CONFIG, grid, args, flags, config, K)
+    launch = _launch(streamk_kernel, tuned, interpreter_config, grid, args, flags, config, K)
     if c is not out:
         out.copy_(c)
     return launch

@@ -36,6 +36,7 @@ SCRIPT = textwrap.dedent("""
              ("split-k", tiled_kernel, gemm.SPLIT_K_CONFIGS, dict(SPLIT_K=2)),
              ("persistent", persistent_kernel, gemm.PERSISTENT_CONFIGS, {}),
              ("streamk", streamk_kernel, gemm.STREAMK_CONFIGS, {}),
+             ("streamk-tma", streamk_kernel, gemm.STREAMK_TMA_CONFIGS, {}),
              ("tma", tma_kernel, gemm.TMA_CONFIGS, {}),
              ("tma-host", tma_host_kernel, gemm.TMA_CONFIGS, {}),
              ("ws", tma_kernel, gemm.WS_CONFIGS, {})]
@@ -75,15 +76,15 @@ def compiled_kernels():
 def test_every_configuration_compiles(compiled_kernels):
     failed = [(r["kernel"], r["config"], r["precise"], r["error"]) for r in compiled_kernels if "error" in r]
     assert not failed, failed
-    assert {r["kernel"] for r in compiled_kernels} == {"tiled", "split-k", "persistent", "streamk", "tma", "tma-host",
-                                                       "ws"}
+    assert {r["kernel"] for r in compiled_kernels} == {"tiled", "split-k", "persistent", "streamk", "streamk-tma",
+                                                       "tma", "tma-host", "ws"}
 
 
 def test_compiled_code_is_what_the_kernels_say(compiled_kernels):
     for r in compiled_kernels:
         what = (r["kernel"], r["config"], r["precise"])
         assert r["wgmma"] > 0, what  # Hopper's tensor-core instruction, not a fallback
-        if r["kernel"] in ("tma", "tma-host", "ws"):
+        if r["kernel"] in ("tma", "tma-host", "ws", "streamk-tma"):
             assert r["tma"] > 0 and r["cp_async"] == 0, what
         else:
             assert r["cp_async"] > 0 and r["tma"] == 0, what

@@ -274,8 +274,39 @@ def test_streamk_matches_float64(M, K, N, num_sms, gen, device):
     check_scaled_mm("streamk", a, b, sa, sb, ref, torch.float32, device)
 
 
+@pytest.mark.parametrize("M,K,N", [(40, 304, 72), (97, 256, 136)]
+                         + ([(512, 12288, 3072), (1152, 3072, 12288), (1000, 1040, 1000)] if fp8.ON_GPU else []))
+@pytest.mark.parametrize("num_sms", [None, 1, 3])
+@pytest.mark.parametrize("tma,data_parallel", [(True, False), (False, True), (True, True)])
+def test_streamk_variants_match_float64(M, K, N, num_sms, tma, data_parallel, gen, device):
+    """Stream-K with TMA loads, and with whole tiles handed out first (DATA_PARALLEL)."""
+    a, b, sa, sb = operands(M, K, N, "row", "tensor", gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    base = gemm.STREAMK_CONFIGS[0] if fp8.ON_GPU else gemm.STREAMK_INTERPRETER_CONFIG
+    config = gemm._skconfig(*(base.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), base.num_warps,
+                            base.num_stages, group_m=base.kwargs["GROUP_M"], data_parallel=data_parallel, tma=tma)
+    for precise in (False, True):
+        out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+        gemm.launch_streamk(ops, out, precise, num_sms=num_sms, config=config)
+        assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
+
+
+def test_streamk_takes_tma_only_where_it_can(gen, device):
+    a, b, sa, sb = operands(16, 40, 24, "row", "row", gen, device)  # rows of 40 bytes: no TMA
+    ops = gemm.check_operands(a, b, sa, sb)
+    out = fp8.poison(torch.empty(16, 24, dtype=torch.bfloat16, device=device))
+    with pytest.raises(ValueError, match="16-byte aligned rows"):
+        gemm.launch_streamk(ops, out, False, tma=True)
+    launch = gemm.launch_streamk(ops, out, False)  # falls back to pointers
+    assert not launch.config.kwargs["TMA"]
+    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+    a, b, sa, sb = operands(16, 48, 24, "row", "row", gen, device)
+    assert gemm.launch_streamk(gemm.check_operands(a, b, sa, sb), out, False).config.kwargs["TMA"]
+
+
 CONFIG_LISTS = {"tiled": "TILED_CONFIGS", "persistent": "PERSISTENT_CONFIGS", "tma": "TMA_CONFIGS",
-                "streamk": "STREAMK_CONFIGS", "ws": "WS_CONFIGS"}
+                "streamk": "STREAMK_CONFIGS", "streamk-tma": "STREAMK_TMA_CONFIGS", "ws": "WS_CONFIGS"}
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="the interpreter runs one small configuration per kernel")
@@ -286,7 +317,7 @@ def test_every_configuration(kernel, gen, device):
     a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
     ref = fp8.reference_mm(a, b, sa, sb)
     ops = gemm.check_operands(a, b, sa, sb)
-    launch = getattr(gemm, f"launch_{kernel}")
+    launch = getattr(gemm, f"launch_{kernel.split('-')[0]}")
     for config in getattr(gemm, CONFIG_LISTS[kernel]):
         out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
         launch(ops, out, False, config=config)

@@ -1,4 +1,5 @@
-"""Triton helpers shared by the GEMM kernels: the grouped tile order and the scale epilogue."""
+"""Triton helpers shared by the GEMM kernels: the grouped tile order, the K loops (through pointers
+or through TMA descriptors) and the scale epilogue."""
 
 import triton
 import triton.language as tl
@@ -64,4 +65,21 @@ def accumulate_k(a_ptr, b_ptr, rows, cols, M, N, K, stride_am, stride_ak, stride
             acc = tl.dot(a, b.T, acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
+    return acc
+
+
+@triton.jit
+def accumulate_k_tma(a_desc, b_desc, off_m, off_n, k_first, k_last,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PRECISE: tl.constexpr):
+    """The float32 product of A's rows [off_m, off_m + BLOCK_M) and W's rows [off_n, off_n + BLOCK_N)
+    over K blocks [k_first, k_last), loaded through TMA descriptors of A (M, K) and W (N, K): boxes
+    past an edge (in M, N or K) come back zero-filled, so there is nothing to mask."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(k_first, k_last):
+        a = a_desc.load([off_m, k * BLOCK_K])
+        b = b_desc.load([off_n, k * BLOCK_K])
+        if PRECISE:
+            acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+        else:
+            acc = tl.dot(a, b.T, acc)
     return acc

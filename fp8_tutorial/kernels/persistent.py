@@ -9,7 +9,16 @@ from its first tile to its last.
 import triton
 import triton.language as tl
 
-from .common import accumulate_k, grouped_tile, scale_epilogue
+from .common import accumulate_k, accumulate_k_tma, grouped_tile, scale_epilogue
+
+
+@triton.jit
+def _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, rows, cols, M, N, stride_cm, stride_cn,
+                ROW_A: tl.constexpr, ROW_B: tl.constexpr):
+    """Scale the float32 tile of C's ``rows`` and ``cols``, convert it to C's type and store it."""
+    out = scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
+    c_ptrs = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
+    tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
 
 
 @triton.jit
@@ -43,9 +52,7 @@ def persistent_kernel(
         pid_m, pid_n = grouped_tile(tile_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
-        c_ptrs = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
+        _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, rows, cols, M, N, stride_cm, stride_cn, ROW_A, ROW_B)
 
 
 @triton.jit
@@ -57,12 +64,29 @@ def _streamk_first_program(it, total, num_programs):
 
 
 @triton.jit
+def _streamk_product(a_src, b_src, pid_m, pid_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, k_first, k_last,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                     PRECISE: tl.constexpr, EVEN_K: tl.constexpr, TMA: tl.constexpr):
+    """Tile (pid_m, pid_n)'s product over K blocks [k_first, k_last): through descriptors (TMA) or
+    pointers."""
+    if TMA:
+        return accumulate_k_tma(a_src, b_src, pid_m * BLOCK_M, pid_n * BLOCK_N, k_first, k_last,
+                                BLOCK_M, BLOCK_N, BLOCK_K, PRECISE)
+    else:
+        rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        return accumulate_k(a_src, b_src, rows, cols, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                            k_first, k_last, BLOCK_M, BLOCK_N, BLOCK_K, PRECISE, EVEN_K)
+
+
+@triton.jit
 def streamk_kernel(
     a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr,
     M, N, K, num_sms,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     ROW_A: tl.constexpr, ROW_B: tl.constexpr, PRECISE: tl.constexpr, EVEN_K: tl.constexpr,
+    DATA_PARALLEL: tl.constexpr = False, TMA: tl.constexpr = False,
 ):
     """Stream-K: the K iterations of all tiles, laid end to end, shared equally by the programs.
 
@@ -73,24 +97,47 @@ def streamk_kernel(
     completes the count sums the slots of all the tile's programs in order (the sum is the same
     whichever arrives last), applies the epilogue, stores, and resets the count to zero.
     ``arrivals`` must be zero before the launch.
+
+    DATA_PARALLEL first hands out whole tiles, one per program, for all full waves but the last;
+    only the tiles left after them (between one and two waves' worth) are shared by K iterations.
+    TMA loads A and W through descriptors built here (A and W K-major, rows 16-byte aligned).
     """
     k_blocks = tl.cdiv(K, BLOCK_K)
-    total = (tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)).to(tl.int64) * k_blocks
-    num_programs = tl.minimum(num_sms, total)  # the grid's size, too: no program without work
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    num_programs = tl.minimum(num_sms, num_tiles * k_blocks)  # the grid's size: no program without work
     pid = tl.program_id(0)
+    if TMA:
+        a_src = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
+        b_src = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
+    else:
+        a_src = a_ptr
+        b_src = b_ptr
+    dp_tiles = 0
+    if DATA_PARALLEL:
+        dp_tiles = tl.maximum(num_tiles // num_programs - 1, 0) * num_programs
+        for tile in range(pid, dp_tiles, num_programs):
+            pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+            rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            acc = _streamk_product(a_src, b_src, pid_m, pid_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                                   0, k_blocks, BLOCK_M, BLOCK_N, BLOCK_K, PRECISE, EVEN_K, TMA)
+            _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, rows, cols, M, N, stride_cm, stride_cn, ROW_A, ROW_B)
+
+    # the rest: iterations numbered from the first tile after the data-parallel ones
+    total = (num_tiles - dp_tiles).to(tl.int64) * k_blocks
     start = (pid * total // num_programs).to(tl.int32)
     end = ((pid + 1) * total // num_programs).to(tl.int32)
     tile_offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     it = start
     while it < end:
-        tile = it // k_blocks
+        tile = it // k_blocks  # counted from dp_tiles
         k_first = it % k_blocks
         k_last = tl.minimum(k_blocks, k_first + end - it)
-        pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = grouped_tile(dp_tiles + tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        acc = accumulate_k(a_ptr, b_ptr, rows, cols, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                           k_first, k_last, BLOCK_M, BLOCK_N, BLOCK_K, PRECISE, EVEN_K)
+        acc = _streamk_product(a_src, b_src, pid_m, pid_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                               k_first, k_last, BLOCK_M, BLOCK_N, BLOCK_K, PRECISE, EVEN_K, TMA)
 
         whole = (k_first == 0) & (k_last == k_blocks)
         if not whole:
@@ -110,7 +157,5 @@ def streamk_kernel(
                                    cache_modifier=".cg")
                 tl.atomic_xchg(arrivals_ptr + tile, 0)
         if whole:
-            out = scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
-            c_ptrs = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
-            tl.store(c_ptrs, out.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & (cols < N)[None, :])
+            _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, rows, cols, M, N, stride_cm, stride_cn, ROW_A, ROW_B)
         it += k_last - k_first

@@ -12,7 +12,7 @@ every stride but the last to be a multiple of 16 bytes and the base 16-byte alig
 import triton
 import triton.language as tl
 
-from .common import grouped_tile, scale_epilogue
+from .common import accumulate_k_tma, grouped_tile, scale_epilogue
 
 
 @triton.jit
@@ -37,14 +37,8 @@ def tma_tiles(
     for tile in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=FLATTEN,
                          warp_specialize=WARP_SPECIALIZE):
         pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
-            b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
-            if PRECISE:
-                acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
-            else:
-                acc = tl.dot(a, b.T, acc)
+        acc = accumulate_k_tma(a_desc, b_desc, pid_m * BLOCK_M, pid_n * BLOCK_N, 0, tl.cdiv(K, BLOCK_K),
+                               BLOCK_M, BLOCK_N, BLOCK_K, PRECISE)
 
         tile_c += num_programs
         pid_m, pid_n = grouped_tile(tile_c, M, N, BLOCK_M, BLOCK_N, GROUP_M)
