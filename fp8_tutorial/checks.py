@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .quant import dequantize
+from ._env import DEVICE, ON_GPU
+from .quant import dequantize, quantize
 
 
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -57,3 +58,31 @@ def poison(t: torch.Tensor) -> torch.Tensor:
     if t.dtype.is_floating_point:
         return t.fill_(float("nan"))
     return t.fill_(torch.iinfo(t.dtype).max)
+
+
+def random_operands(M: int, K: int, N: int, recipe_a: str, recipe_b: str, gen: torch.Generator, device=None,
+                    fp8_dtype: torch.dtype = torch.float8_e4m3fn):
+    """Quantized random operands ``(a, b, scale_a, scale_b)`` for ``scaled_mm``: x (M, K) and w (N, K)
+    with rows scaled by powers of two from 2^-4 to 2^3, so that a scale applied to the wrong row or
+    column shows as a large error (and float16 outputs stay finite); ``b`` is ``w.t()``, K-major."""
+    device = DEVICE if device is None else device
+    x = torch.randn(M, K, generator=gen) * torch.exp2(torch.randint(-4, 4, (M, 1), generator=gen).float())
+    w = torch.randn(N, K, generator=gen) * torch.exp2(torch.randint(-4, 4, (N, 1), generator=gen).float())
+    a, sa = quantize(x.to(device), recipe_a, fp8_dtype)
+    wq, sw = quantize(w.to(device), recipe_b, fp8_dtype)
+    return a, wq.t(), sa, sw.t()
+
+
+# Rounding to the output dtype alone moves each element by up to half an ulp: 2^-8 of it in bf16,
+# 2^-11 in fp16. A single-element product can sit at that bound, so every tolerance starts from it.
+OUTPUT_ROUNDING = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+
+
+def tolerance(out_dtype: torch.dtype, precise: bool) -> float:
+    """The relative error a right FP8 GEMM stays under: the output's rounding plus what the
+    accumulation adds. In the interpreter the FP8 products are exact and summed in float32; on a
+    GPU, Hopper's tensor cores add about 3e-3 with fast accumulation at K = 12288 and 1.7e-3
+    precise, bf16's rounding included (chapter 03)."""
+    if not ON_GPU:
+        return OUTPUT_ROUNDING[out_dtype] + 1e-6
+    return OUTPUT_ROUNDING[out_dtype] + (2e-3 if precise else 4e-3)

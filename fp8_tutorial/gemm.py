@@ -302,16 +302,39 @@ def describe_config(config: triton.Config | dict) -> str:
 
 
 def tuned_configs() -> list[dict]:
-    """What the autotuner chose so far in this process: one entry per problem it has seen."""
+    """What the autotuners chose so far in this process: one entry per kernel and problem seen
+    (``kernel``: tiled, split-k, persistent, streamk, streamk-tma, tma or ws)."""
     found = []
-    for tuner, split in ((_tiled_tuned, False), (_split_k_tuned, True)):
+    for name, tuner in _tuners().items():
         if tuner is None:
             continue
         for key, config in tuner.cache.items():
-            named = dict(zip([k for k in tuner.keys], key))
-            found.append(dict(M=named["M"], N=named["N"], K=named["K"], row_a=named["ROW_A"], row_b=named["ROW_B"],
-                              precise=named["PRECISE"], split_k=named["SPLIT_K"] if split else 1, config=config))
+            named = dict(zip(tuner.keys, key))
+            found.append(dict(kernel=name, M=named["M"], N=named["N"], K=named["K"], row_a=named["ROW_A"],
+                              row_b=named["ROW_B"], precise=named["PRECISE"],
+                              split_k=named["SPLIT_K"] if name == "split-k" else 1, config=config))
     return found
+
+
+def _tuners() -> dict:
+    return {"tiled": _tiled_tuned, "split-k": _split_k_tuned, "persistent": _persistent_tuned,
+            "streamk": _streamk_tuned, "streamk-tma": _streamk_tma_tuned, "tma": _tma_tuned, "ws": _ws_tuned}
+
+
+def attach_configs(records: list[dict]) -> None:
+    """Give each benchmark record of one of our kernels the configuration its autotuner chose for
+    that problem in this process (``record["config"]``), where there is one."""
+    chosen = {}
+    for t in tuned_configs():
+        if t["split_k"] == 1:
+            chosen.setdefault((t["kernel"], t["M"], t["N"], t["K"], t["row_a"], t["precise"]), t["config"])
+    for r in records:
+        names = ["streamk-tma", "streamk"] if r["contender"] == "streamk" else [r["contender"]]
+        for name in names:
+            config = chosen.get((name, r["M"], r["N"], r["K"], r["recipe"] == "row", r["accumulation"] == "precise"))
+            if config is not None:
+                r["config"] = config_dict(config)
+                break
 
 
 @register_kernel("tiled", _tiled_refuses, priority=10)
@@ -326,9 +349,9 @@ def _pconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True):
                           "PROGRAMS_PER_SM": per_sm, "FLATTEN": flatten}, num_warps=warps, num_stages=stages)
 
 
-# Not yet measured on the H200: a starting list, from the tiled kernel's sweep and DESIGN.md's facts.
+# From a sweep of 6 configurations on the nine shapes (H200): each is the best on some of them.
 PERSISTENT_CONFIGS = [_pconfig(128, 128, 128, 4, 3, 2), _pconfig(128, 128, 128, 4, 6, 1),
-                      _pconfig(128, 256, 128, 8, 3, 1), _pconfig(64, 128, 128, 4, 4, 2)]
+                      _pconfig(128, 256, 128, 8, 3, 1)]
 PERSISTENT_INTERPRETER_CONFIG = _pconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False)
 _persistent_tuned = _autotuned(persistent_kernel, PERSISTENT_CONFIGS, ["EVEN_K"])
 
@@ -376,8 +399,9 @@ def launch_persistent(ops: Operands, out: torch.Tensor, precise: bool, config: t
     return launch
 
 
-# Below the tiled kernel until chapter 05 measures it.
-@register_kernel("persistent", _epilogue_scales_only("persistent"), priority=5)
+# Above the tiled kernel: ahead of it on 6 (per tensor) and 7 (per row) of the nine shapes in the
+# sweep behind PERSISTENT_CONFIGS; chapter 05 measures both.
+@register_kernel("persistent", _epilogue_scales_only("persistent"), priority=11)
 def _persistent(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_persistent(ops, out, precise)
 
@@ -389,13 +413,12 @@ def _skconfig(bm, bn, bk, warps, stages, group_m=8, data_parallel=False, tma=Fal
                           "DATA_PARALLEL": data_parallel, "TMA": tma}, num_warps=warps, num_stages=stages)
 
 
-# Not yet measured on the H200.
-# (128x256 tiles through pointers spill with 8 warps.)
-STREAMK_CONFIGS = [_skconfig(128, 128, 128, 4, 4), _skconfig(128, 128, 128, 8, 3),
-                   _skconfig(128, 128, 128, 4, 4, data_parallel=True)]
-# The same schedule with TMA loads (chapter 06), where the 16-byte rule holds.
-STREAMK_TMA_CONFIGS = [_skconfig(128, 256, 128, 8, 3, tma=True), _skconfig(128, 128, 128, 4, 4, tma=True),
-                       _skconfig(128, 256, 128, 8, 3, data_parallel=True, tma=True)]
+# From a sweep on the nine shapes (H200): the best of 6 through pointers (128x256 tiles spill there
+# with 8 warps) and of 14 with TMA loads (chapter 06), where the 16-byte rule holds.
+STREAMK_CONFIGS = [_skconfig(128, 128, 128, 4, 4, data_parallel=True), _skconfig(128, 128, 128, 4, 6)]
+STREAMK_TMA_CONFIGS = [_skconfig(128, 128, 128, 8, 6, data_parallel=True, tma=True),
+                       _skconfig(128, 256, 128, 8, 4, data_parallel=True, tma=True),
+                       _skconfig(128, 128, 128, 8, 6, tma=True)]
 STREAMK_INTERPRETER_CONFIG = _skconfig(32, 32, 32, 4, 1, group_m=4)
 STREAMK_TMA_INTERPRETER_CONFIG = _skconfig(32, 32, 32, 4, 1, group_m=4, tma=True)
 _streamk_tuned = _autotuned(streamk_kernel, STREAMK_CONFIGS, ["EVEN_K"])
@@ -461,7 +484,7 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     return launch
 
 
-# Below every other kernel until chapter 05 measures it.
+# Below every other kernel: behind them on every shape measured (chapters 05 and 06).
 @register_kernel("streamk", _epilogue_scales_only("streamk"), priority=4)
 def _streamk(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_streamk(ops, out, precise)
@@ -475,13 +498,14 @@ def _tconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True, halves=
                          num_warps=warps, num_stages=stages)
 
 
-# Not yet measured on the H200: DESIGN.md's persistent TMA kernel (128x256x128, 3 stages, 8 warps)
-# and two smaller tiles.
-TMA_CONFIGS = [_tconfig(128, 256, 128, 8, 3, 1), _tconfig(128, 256, 128, 8, 4, 1, halves=True),
-               _tconfig(128, 128, 128, 4, 4, 1), _tconfig(64, 128, 128, 4, 4, 2)]
+# From a sweep of 14 configurations on the nine shapes (H200): each is the best on some of them.
+# The first is the default for host-side descriptors.
+TMA_CONFIGS = [_tconfig(128, 256, 128, 8, 4, 1, halves=True), _tconfig(128, 128, 128, 8, 6, 1),
+               _tconfig(128, 256, 128, 8, 3, 1, group_m=16)]
 TMA_INTERPRETER_CONFIG = _tconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False)
 # Warp specialization: DESIGN.md saw it happen with device-side descriptors, no flatten and 4 warps
-# (with 8 warps the compiler skipped it silently). Not yet measured here.
+# (with 8 warps the compiler skipped it silently). With 6 stages (128x128x128, 128x256x64) its
+# results were wrong on the H200 (Triton 3.6): not in this list. Chapter 07 tunes it.
 WS_CONFIGS = [_tconfig(128, 256, 128, 4, 3, 1, flatten=False, ws=True),
               _tconfig(128, 128, 128, 4, 4, 1, flatten=False, ws=True)]
 WS_INTERPRETER_CONFIG = _tconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False, ws=True)
@@ -558,8 +582,9 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
                    flags, config)
 
 
-# Below the tiled kernel until chapter 06 measures it.
-@register_kernel("tma", tma_refuses, priority=6)
+# First where TMA can take the operands: ahead of the persistent kernel on 7 of the nine shapes,
+# per tensor and per row, in the sweep behind TMA_CONFIGS (chapter 06 measures it).
+@register_kernel("tma", tma_refuses, priority=12)
 def _tma(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_tma(ops, out, precise)
 
@@ -603,6 +628,28 @@ def _check_out(out, ops: Operands, out_dtype) -> None:
         raise ValueError("out requires grad: scaled_mm writes into it outside autograd")
 
 
+def _choose(ops: Operands, out: torch.Tensor) -> tuple[str, dict[str, str]]:
+    refused = {}
+    for k in sorted(KERNELS.values(), key=lambda k: -k.priority):
+        why = k.refuses(ops, out)
+        if why is None:
+            return k.name, refused
+        refused[k.name] = why
+    raise AssertionError("the reference kernel takes every valid input")
+
+
+def choose(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
+           out_dtype: torch.dtype = torch.bfloat16, out: torch.Tensor | None = None) -> tuple[str, dict[str, str]]:
+    """The kernel ``scaled_mm(..., kernel="auto")`` runs for these arguments, and why each kernel
+    ranked above it refused them: ``(name, {refused name: reason})``."""
+    ops = check_operands(a, b, scale_a, scale_b)
+    if out is None:
+        out = torch.empty((ops.M, ops.N), dtype=out_dtype, device=a.device)
+    else:
+        _check_out(out, ops, out_dtype)
+    return _choose(ops, out)
+
+
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
               out_dtype: torch.dtype = torch.bfloat16, kernel: str = "auto", precise: bool = False,
               out: torch.Tensor | None = None) -> torch.Tensor:
@@ -623,7 +670,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     else:
         _check_out(out, ops, out_dtype)
     if kernel == "auto":
-        chosen = max((k for k in KERNELS.values() if k.refuses(ops, out) is None), key=lambda k: k.priority)
+        chosen = KERNELS[_choose(ops, out)[0]]
     elif kernel in KERNELS:
         chosen = KERNELS[kernel]
         why = chosen.refuses(ops, out)
@@ -650,7 +697,8 @@ def _register_contenders() -> None:
     contender("persistent", "fp8_tutorial.kernels.persistent: one program per SM, walking tiles")
     contender("tma", "fp8_tutorial.kernels.tma: persistent, TMA loads and stores")
     contender("ws", "fp8_tutorial.kernels.tma, warp-specialized: a TMA producer, wgmma consumers")
-    contender("streamk", "fp8_tutorial.kernels.persistent.streamk_kernel: K iterations shared equally")
+    contender("streamk", "fp8_tutorial.kernels.persistent.streamk_kernel: K iterations shared equally, "
+                         "TMA loads where the 16-byte rule holds")
 
 
 _register_contenders()

@@ -4,6 +4,7 @@ on every shape, checked against float64 and timed against cuBLAS in the same int
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -193,6 +194,45 @@ def table(data: dict) -> str:
     failures = sorted({f"- {r['key']} on {r['shape']}: {r['error']}" for r in records if "error" in r})
     if failures:
         lines += ["", "Not measured:"] + failures
+    return "\n".join(lines)
+
+
+def best_of(data: dict, contenders, recipe: str, accumulation: str = "fast") -> dict[str, dict]:
+    """Per shape, the record of the fastest right contender among ``contenders`` (names) for one
+    recipe and accumulation, its ratio measured against cuBLAS in the same run."""
+    best = {}
+    for r in data["records"]:
+        if (r["contender"] in contenders and r["recipe"] == recipe and r["accumulation"] == accumulation
+                and r.get("ratio") is not None and r["ratio"] > best.get(r["shape"], {}).get("ratio", 0)):
+            best[r["shape"]] = r
+    return {shape: best[shape] for shape in _shapes_in_order(data["records"]) if shape in best}
+
+
+def gmean(values) -> float:
+    values = list(values)
+    if not values:
+        raise ValueError("the geometric mean of nothing")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def best_table(data: dict, contenders, recipes=("tensor", "row"), accumulation: str = "fast") -> str:
+    """A markdown table: per shape and recipe, the best of ``contenders`` against cuBLAS (ratio, and
+    which contender), with the geometric mean of the ratios in the last row."""
+    best = {recipe: best_of(data, contenders, recipe, accumulation) for recipe in recipes}
+    shapes = [s for s in _shapes_in_order(data["records"]) if any(s in b for b in best.values())]
+    lines = ["| M x K x N | " + " | ".join(f"{recipe}: best / cuBLAS | kernel" for recipe in recipes) + " |",
+             "|---|" + "---:|---|" * len(recipes)]
+    for shape in shapes:
+        cells = []
+        for recipe in recipes:
+            r = best[recipe].get(shape)
+            cells += [f"{r['ratio']:.2f}x", r["contender"]] if r else ["", ""]
+        lines.append(f"| {shape} | " + " | ".join(cells) + " |")
+    means = []
+    for recipe in recipes:
+        ratios = [r["ratio"] for r in best[recipe].values()]
+        means += [f"**{gmean(ratios):.2f}x**" if ratios else "", ""]
+    lines.append("| geometric mean | " + " | ".join(means) + " |")
     return "\n".join(lines)
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import fp8_tutorial as fp8
-from fp8_tutorial import gemm
+from fp8_tutorial import checks, gemm
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 # Odd shapes, primes and sizes under one tile; larger ones only where kernels are compiled.
@@ -13,19 +13,8 @@ if fp8.ON_GPU:
     SHAPES += [(512, 3072, 1536), (1000, 1000, 1000), (2304, 1536, 3072), (4097, 512, 257)]
 
 
-def operands(M, K, N, recipe_a, recipe_b, gen, device, fp8_dtype=E4M3):
-    """x (M, K) with rows spanning 2^-4..2^3 and w (N, K) with rows likewise (float16 outputs stay finite), so that a scale
-    applied to the wrong row or column shows as a large error."""
-    x = torch.randn(M, K, generator=gen) * torch.exp2(torch.randint(-4, 4, (M, 1), generator=gen).float())
-    w = torch.randn(N, K, generator=gen) * torch.exp2(torch.randint(-4, 4, (N, 1), generator=gen).float())
-    a, sa = fp8.quantize(x.to(device), recipe_a, fp8_dtype)
-    wq, sw = fp8.quantize(w.to(device), recipe_b, fp8_dtype)
-    return a, wq.t(), sa, sw.t()
-
-
-# Rounding to the output dtype alone moves each element by up to half an ulp: 2^-8 of it in bf16,
-# 2^-11 in fp16. A single-element product can sit at that bound, so every tolerance starts from it.
-OUTPUT_ROUNDING = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+operands = checks.random_operands
+tolerance = checks.tolerance
 
 
 def first(configs):
@@ -40,15 +29,6 @@ def check_scaled_mm(kernel, a, b, sa, sb, ref, out_dtype, device):
     out = fp8.poison(torch.empty(a.shape[0], b.shape[1], dtype=out_dtype, device=device))
     assert fp8.scaled_mm(a, b, sa, sb, out_dtype=out_dtype, kernel=kernel, out=out) is out
     assert fp8.rel_error(out, ref) < tolerance(out_dtype, False)
-
-
-def tolerance(out_dtype, precise):
-    """Output rounding plus what the accumulation adds: float32 sums in the interpreter (the FP8
-    products themselves are exact), and on the GPU what Hopper's tensor cores measured (chapter 03): about 3e-3 with fast
-    accumulation at K = 12288, 1.7e-3 precise, both including bf16's rounding."""
-    if not fp8.ON_GPU:
-        return OUTPUT_ROUNDING[out_dtype] + 1e-6
-    return OUTPUT_ROUNDING[out_dtype] + (2e-3 if precise else 4e-3)
 
 
 @pytest.mark.parametrize("M,K,N", SHAPES)
@@ -129,14 +109,20 @@ def test_auto_never_refuses_a_valid_input(gen, device):
         fp8.scaled_mm(a, wq.t(), sa, sw.t(), kernel="tiled")
 
 
-def test_auto_picks_the_tiled_kernel(gen, device, monkeypatch):
+@pytest.mark.parametrize("K,expected", [(32, "tma"), (13, "persistent")])
+def test_auto_picks_the_first_kernel_that_takes_the_input(K, expected, gen, device, monkeypatch):
+    """TMA first; where its 16-byte rule fails (rows of 13 bytes), the persistent kernel."""
     calls = []
-    original = gemm.KERNELS["tiled"]
-    monkeypatch.setitem(gemm.KERNELS, "tiled", gemm.Kernel("tiled", lambda o, out, p: calls.append(1) or
-                                                            original.run(o, out, p), original.refuses, original.priority))
-    a, b, sa, sb = operands(16, 32, 16, "row", "row", gen, device)
-    fp8.scaled_mm(a, b, sa, sb)
-    assert calls == [1]
+    for name, k in list(gemm.KERNELS.items()):
+        monkeypatch.setitem(gemm.KERNELS, name, gemm.Kernel(
+            name, lambda o, out, p, k=k: calls.append(k.name) or k.run(o, out, p), k.refuses, k.priority))
+    a, b, sa, sb = operands(16, K, 16, "row", "row", gen, device)
+    name, refused = gemm.choose(a, b, sa, sb)
+    assert name == expected and all(gemm.KERNELS[k].priority > gemm.KERNELS[name].priority for k in refused)
+    assert ("16-byte aligned rows" in refused.get("tma", "")) == (K == 13)
+    out = fp8.scaled_mm(a, b, sa, sb)
+    assert calls == [expected]
+    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
 
 
 def _ops(device):
