@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 import triton
 
+from . import schedule
 from ._env import DEVICE, ON_GPU
 from .kernels.persistent import persistent_kernel, streamk_kernel
 from .kernels.tiled import tiled_kernel
@@ -175,11 +176,40 @@ assert all(128 % c.kwargs["BLOCK_K"] == 0 for c in TILED_CONFIGS + SPLIT_K_CONFI
 
 
 def _prune(configs, named_args, **kwargs):
-    """Drop tiles far larger than the problem: a 128-row tile for M = 16 only wastes work."""
+    """Drop tiles far larger than the problem: a 128-row tile for M = 16 only wastes work. If none
+    is left, keep the configuration with the smallest tile."""
     M, N = named_args["M"], named_args["N"]
     kept = [c for c in configs if c.kwargs["BLOCK_M"] <= max(64, triton.next_power_of_2(M))
             and c.kwargs["BLOCK_N"] <= max(64, triton.next_power_of_2(N))]
-    return kept or configs[-1:]
+    return kept or [min(configs, key=lambda c: (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"], c.num_stages))]
+
+
+def tma_shared_bytes(config: triton.Config, out_bytes: int) -> int:
+    """Shared memory of a TMA kernel's program: the ring of operand tiles plus the staging buffer
+    of the TMA store (half a tile with EPILOGUE_HALVES), plus 1 KiB for barriers. It matched what
+    the compiler allocated on the H200 (224 KiB for 128x256x128, 4 stages, halves, bf16)."""
+    k = config.kwargs
+    staging = k["BLOCK_M"] * k["BLOCK_N"] * out_bytes // (2 if k.get("EPILOGUE_HALVES") else 1)
+    return schedule.pipeline_smem(k["BLOCK_M"], k["BLOCK_N"], k["BLOCK_K"], config.num_stages) + staging + 1024
+
+
+def fit_tma_config(config: triton.Config, out_bytes: int) -> triton.Config:
+    """``config`` with as many pipeline stages as fit in a program's shared memory for an output of
+    ``out_bytes`` per element (a float32 output needs twice the staging buffer of bf16)."""
+    fitted = config
+    while tma_shared_bytes(fitted, out_bytes) > schedule.SMEM_PER_PROGRAM_MAX and fitted.num_stages > 2:
+        fitted = triton.Config(dict(fitted.kwargs), num_warps=fitted.num_warps, num_stages=fitted.num_stages - 1)
+    return fitted
+
+
+def _prune_tma(configs, named_args, **kwargs):
+    """``_prune``, then each configuration cut to the stages that fit with this output's dtype."""
+    out_bytes = named_args["c_ptr"].element_size()
+    fitted = {}
+    for c in _prune(configs, named_args):
+        f = fit_tma_config(c, out_bytes)
+        fitted.setdefault((tuple(sorted(f.kwargs.items())), f.num_warps, f.num_stages), f)
+    return list(fitted.values())
 
 
 def _tuning_bench(kernel_call, quantiles):
@@ -187,13 +217,13 @@ def _tuning_bench(kernel_call, quantiles):
     return triton.testing.do_bench(kernel_call, warmup=5, rep=20, quantiles=quantiles)
 
 
-def _autotuned(kernel, configs, key: list[str], **extra):
+def _autotuned(kernel, configs, key: list[str], prune=_prune, **extra):
     """``kernel`` autotuned over ``configs`` (pruned to the problem's size), one choice per M, N, K,
     recipe, accumulation and the ``key`` switches; None without a GPU."""
     if not ON_GPU:
         return None
     return triton.autotune(configs=configs, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", *key],
-                           prune_configs_by={"early_config_prune": _prune}, do_bench=_tuning_bench, **extra)(kernel)
+                           prune_configs_by={"early_config_prune": prune}, do_bench=_tuning_bench, **extra)(kernel)
 
 
 def _launch(kernel, tuned, interpreter_config: triton.Config, grid, args: tuple, flags: dict,
@@ -511,8 +541,8 @@ WS_CONFIGS = [_tconfig(128, 256, 128, 4, 3, 1, flatten=False, ws=True),
 WS_INTERPRETER_CONFIG = _tconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False, ws=True)
 
 
-_tma_tuned = _autotuned(tma_kernel, TMA_CONFIGS, [])
-_ws_tuned = _autotuned(tma_kernel, WS_CONFIGS, [])
+_tma_tuned = _autotuned(tma_kernel, TMA_CONFIGS, [], prune=_prune_tma)
+_ws_tuned = _autotuned(tma_kernel, WS_CONFIGS, [], prune=_prune_tma)
 
 
 def tma_refuses(ops: Operands, out: torch.Tensor) -> str | None:
@@ -572,7 +602,7 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     if config is None:
-        config = tuned.configs[0] if tuned else interpreter_config
+        config = fit_tma_config(tuned.configs[0], out.element_size()) if tuned else interpreter_config
     meta = config.kwargs
     slice_n = meta["BLOCK_N"] // 2 if meta["EPILOGUE_HALVES"] else meta["BLOCK_N"]
     descriptors = (TensorDescriptor.from_tensor(ops.a, [meta["BLOCK_M"], meta["BLOCK_K"]]),

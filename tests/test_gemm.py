@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import fp8_tutorial as fp8
-from fp8_tutorial import checks, gemm
+from fp8_tutorial import checks, gemm, schedule
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 # Odd shapes, primes and sizes under one tile; larger ones only where kernels are compiled.
@@ -186,7 +186,8 @@ def test_tma_matches_float64(M, K, N, recipes, gen, device):
     for precise, out_dtype in [(False, torch.bfloat16), (True, torch.bfloat16), (False, torch.float32)]:
         for num_sms in (None, 1, 3):
             out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
-            gemm.launch_tma(ops, out, precise, num_sms=num_sms, config=first(gemm.TMA_CONFIGS))
+            config = first(gemm.TMA_CONFIGS) and gemm.fit_tma_config(first(gemm.TMA_CONFIGS), out.element_size())
+            gemm.launch_tma(ops, out, precise, num_sms=num_sms, config=config)
             assert fp8.rel_error(out, ref) < tolerance(out_dtype, precise), (precise, out_dtype, num_sms)
     check_scaled_mm("tma", a, b, sa, sb, ref, torch.bfloat16, device)
 
@@ -377,6 +378,7 @@ def test_tma_host_descriptors(M, K, N, halves, gen, device):
     config = gemm.TMA_CONFIGS[0] if fp8.ON_GPU else gemm.TMA_INTERPRETER_CONFIG
     config = gemm._tconfig(*(config.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), config.num_warps,
                            config.num_stages, 1, halves=halves)
+    config = gemm.fit_tma_config(config, 2)  # one bf16 store needs more staging than halves: fewer stages
     host = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
     device_side = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
     gemm.launch_tma(ops, host, False, config=config, host_descriptors=True)
@@ -402,3 +404,30 @@ def test_persistent_launches_check_their_grid(kernel, device):
         config = maker(32, 32, 32, 4, 1, 0, ws=True) if kernel == "ws" else maker(32, 32, 32, 4, 1, 0)
         with pytest.raises(ValueError, match="PROGRAMS_PER_SM must be >= 1"):
             launch(ops, out, False, config=config, num_sms=2)
+
+
+def test_tma_configurations_are_cut_to_fit_shared_memory():
+    """The TMA store stages the tile in shared memory: a float32 output needs twice the room of
+    bf16, and the autotuner drops stages until the program fits (Triton refuses a launch that
+    asks for more than the SM has)."""
+    limit = schedule.SMEM_PER_PROGRAM_MAX
+    halves = gemm._tconfig(128, 256, 128, 8, 4, 1, halves=True)
+    assert gemm.tma_shared_bytes(halves, 2) == (192 + 32 + 1) * 1024 <= limit  # as compiled on the H200
+    assert gemm.fit_tma_config(halves, 2) is halves
+    fitted = gemm.fit_tma_config(halves, 4)
+    assert fitted.num_stages == 3 and gemm.tma_shared_bytes(fitted, 4) <= limit
+    assert fitted.kwargs == halves.kwargs and fitted.num_warps == halves.num_warps
+
+    class Out:
+        def __init__(self, size):
+            self.size = size
+
+        def element_size(self):
+            return self.size
+
+    for size in (2, 4):
+        for M in (16, 4096):
+            kept = gemm._prune_tma(gemm.TMA_CONFIGS + gemm.WS_CONFIGS, dict(M=M, N=4096, c_ptr=Out(size)))
+            assert kept and all(gemm.tma_shared_bytes(c, size) <= limit for c in kept)
+            if M == 16:  # no 128-row tile: the smallest one, not the last one listed
+                assert len(kept) == 1 and kept[0].kwargs["BLOCK_N"] == 128
