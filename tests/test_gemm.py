@@ -431,3 +431,26 @@ def test_tma_configurations_are_cut_to_fit_shared_memory():
             assert kept and all(gemm.tma_shared_bytes(c, size) <= limit for c in kept)
             if M == 16:  # no 128-row tile: the smallest one, not the last one listed
                 assert len(kept) == 1 and kept[0].kwargs["BLOCK_N"] == 128
+
+
+def test_attach_configs_names_what_each_autotuner_chose(monkeypatch):
+    """Records get the configuration their kernel's autotuner chose for that problem; stream-K's
+    records look under its TMA autotuner first."""
+    class Tuner:
+        keys = ["M", "N", "K", "ROW_A", "ROW_B", "PRECISE"]
+
+        def __init__(self, cache):
+            self.cache = cache
+
+    tma, sk = gemm._tconfig(128, 256, 128, 8, 4, 1, halves=True), gemm._skconfig(128, 128, 128, 8, 6, tma=True)
+    tuners = {name: None for name in gemm._tuners()}
+    tuners["tma"] = Tuner({(512, 3072, 12288, True, True, False, "torch.float8_e4m3fn"): tma})
+    tuners["streamk-tma"] = Tuner({(512, 3072, 12288, False, False, True): sk})
+    monkeypatch.setattr(gemm, "_tuners", lambda: tuners)
+    records = [dict(contender="tma", recipe="row", accumulation="fast", M=512, N=3072, K=12288),
+               dict(contender="streamk", recipe="tensor", accumulation="precise", M=512, N=3072, K=12288),
+               dict(contender="tma", recipe="tensor", accumulation="fast", M=512, N=3072, K=12288)]
+    gemm.attach_configs(records)
+    assert records[0]["config"] == gemm.config_dict(tma) and records[0]["config"]["EPILOGUE_HALVES"]
+    assert records[1]["config"]["TMA"] and records[1]["config"]["num_stages"] == 6
+    assert "config" not in records[2]

@@ -138,3 +138,33 @@ def test_bench_command_on_gpu(tmp_path):
         assert r["ok"] and r["rel_error"] < scoreboard.TOLERANCE and r["tflops"] > 0
         if r["contender"] == "cublas":
             assert r["ratio"] == pytest.approx(1.0)
+
+
+def test_best_of_and_best_table():
+    data = _synthetic()
+    for r in list(data["records"]):
+        if r["key"] == "mykernel/row/fast":
+            data["records"].append(dict(r, contender="other", key="other/row/fast", tflops=r["tflops"] * 0.5))
+    scoreboard._add_ratios(data["records"])
+    best = scoreboard.best_of(data, ["mykernel", "other"], "row")
+    assert list(best) == ["512x3072x12288", "8192x8192x8192"]
+    assert all(r["contender"] == "mykernel" and r["ratio"] == pytest.approx(1.1) for r in best.values())
+    assert scoreboard.best_of(data, ["other"], "row")["8192x8192x8192"]["ratio"] == pytest.approx(0.55)
+    text = scoreboard.best_table(data, ["mykernel", "other"], recipes=("row",))
+    assert "| 512x3072x12288 | 1.10x | mykernel |" in text and "| geometric mean | **1.10x** |" in text
+    assert scoreboard.gmean([1.0, 4.0]) == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        scoreboard.gmean([])
+
+
+def test_recorded_h200_results_hold_every_kernel_of_part_two():
+    """Chapters 04 to 06 recorded each kernel on the nine shapes, per tensor and per row, fast and
+    precise, every output right (ok) and timed against the same run's cuBLAS."""
+    data = scoreboard.load(RECORDED)
+    for name in ("tiled", "persistent", "tma", "streamk"):
+        for recipe in ("tensor", "row"):
+            for accumulation in ("fast", "precise"):
+                key = f"{name}/{recipe}/{accumulation}"
+                found = {(r["M"], r["K"], r["N"]): r for r in data["records"] if r["key"] == key}
+                assert set(found) == set(C.SEED_SHAPES) | {(8192, 8192, 8192)}, key
+                assert all(r["ok"] and r["ratio"] > 0 for r in found.values()), key
