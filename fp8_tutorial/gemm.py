@@ -342,7 +342,8 @@ def tuned_configs() -> list[dict]:
             named = dict(zip(tuner.keys, key))
             found.append(dict(kernel=name, M=named["M"], N=named["N"], K=named["K"], row_a=named["ROW_A"],
                               row_b=named["ROW_B"], precise=named["PRECISE"],
-                              split_k=named["SPLIT_K"] if name == "split-k" else 1, config=config))
+                              split_k=named["SPLIT_K"] if name == "split-k" else 1,
+                              dtypes=tuple(key[len(tuner.keys):]), config=config))
     return found
 
 
@@ -352,11 +353,11 @@ def _tuners() -> dict:
 
 
 def attach_configs(records: list[dict]) -> None:
-    """Give each benchmark record of one of our kernels the configuration its autotuner chose for
-    that problem in this process (``record["config"]``), where there is one."""
+    """Give each benchmark record of one of our kernels (a bf16 output) the configuration its
+    autotuner chose for that problem in this process (``record["config"]``), where there is one."""
     chosen = {}
-    for t in tuned_configs():
-        if t["split_k"] == 1:
+    for t in tuned_configs():  # benchmark records are of bf16 outputs
+        if t["split_k"] == 1 and "torch.bfloat16" in t["dtypes"]:
             chosen.setdefault((t["kernel"], t["M"], t["N"], t["K"], t["row_a"], t["precise"]), t["config"])
     for r in records:
         names = ["streamk-tma", "streamk"] if r["contender"] == "streamk" else [r["contender"]]
@@ -458,11 +459,15 @@ _streamk_tma_tuned = _autotuned(streamk_kernel, STREAMK_TMA_CONFIGS, ["EVEN_K"])
 _workspaces: dict = {}
 
 
+def _workspace_key(device: torch.device) -> tuple:
+    return device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+
+
 def _streamk_workspace(device: torch.device, partial_elems: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Stream-K's float32 partial tiles and zeroed arrival counts, kept per device and stream and
     grown as needed: the kernel leaves every count at zero again, so one zeroing at allocation
     serves all later launches on that stream (launches on one stream run one after another)."""
-    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    key = _workspace_key(device)
     partials, arrivals = _workspaces.get(key, (None, None))
     if partials is None or partials.numel() < partial_elems:
         partials = torch.empty(partial_elems, dtype=torch.float32, device=device)
@@ -480,7 +485,7 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     True raises ValueError where TMA cannot take the operands)."""
     M, N, K = ops.M, ops.N, ops.K
     num_sms = _programs(out, num_sms, config)
-    why = tma_refuses(ops, out)
+    why = tma_refuses(ops, ops.a)  # only A and W go through TMA (C is stored through pointers): A stands in for C
     if config is not None:
         tma = bool(config.kwargs.get("TMA"))
     elif tma is None:
@@ -497,7 +502,9 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
         configs = tuned.configs if tuned is not None else [interpreter_config]
     largest = max(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] for c in configs)
     most_tiles = max(triton.cdiv(M, c.kwargs["BLOCK_M"]) * triton.cdiv(N, c.kwargs["BLOCK_N"]) for c in configs)
-    partials, arrivals = _streamk_workspace(out.device, 2 * num_sms * largest, most_tiles)
+    programs = max(min(num_sms, triton.cdiv(M, c.kwargs["BLOCK_M"]) * triton.cdiv(N, c.kwargs["BLOCK_N"])
+                       * triton.cdiv(K, c.kwargs["BLOCK_K"])) for c in configs)  # the largest grid
+    partials, arrivals = _streamk_workspace(out.device, 2 * programs * largest, most_tiles)
 
     def grid(meta):
         iterations = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
@@ -508,7 +515,11 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, M, N, K,
             num_sms, ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
     flags = ops.flags(precise)
-    launch = _launch(streamk_kernel, tuned, interpreter_config, grid, args, flags, config, K)
+    try:
+        launch = _launch(streamk_kernel, tuned, interpreter_config, grid, args, flags, config, K)
+    except BaseException:  # a launch cut short may leave arrival counts behind: start afresh next time
+        _workspaces.pop(_workspace_key(out.device), None)
+        raise
     if c is not out:
         out.copy_(c)
     return launch
@@ -673,11 +684,17 @@ def choose(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: tor
     """The kernel ``scaled_mm(..., kernel="auto")`` runs for these arguments, and why each kernel
     ranked above it refused them: ``(name, {refused name: reason})``."""
     ops = check_operands(a, b, scale_a, scale_b)
+    return _choose(ops, _output(ops, out_dtype, out))
+
+
+def _output(ops: Operands, out_dtype: torch.dtype, out: torch.Tensor | None) -> torch.Tensor:
+    """``out`` checked against the operands and ``out_dtype``, or a new (M, N) tensor of it."""
+    if out_dtype not in OUT_DTYPES:
+        raise TypeError(f"out_dtype must be one of {', '.join(map(str, OUT_DTYPES))}, got {out_dtype}")
     if out is None:
-        out = torch.empty((ops.M, ops.N), dtype=out_dtype, device=a.device)
-    else:
-        _check_out(out, ops, out_dtype)
-    return _choose(ops, out)
+        return torch.empty((ops.M, ops.N), dtype=out_dtype, device=ops.a.device)
+    _check_out(out, ops, out_dtype)
+    return out
 
 
 def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *,
@@ -691,14 +708,9 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     if given, is an (M, N) tensor of ``out_dtype`` to write into.
     """
     ops = check_operands(a, b, scale_a, scale_b)
-    if out_dtype not in OUT_DTYPES:
-        raise TypeError(f"out_dtype must be one of {', '.join(map(str, OUT_DTYPES))}, got {out_dtype}")
+    out = _output(ops, out_dtype, out)
     if not isinstance(kernel, str):
         raise TypeError(f"kernel must be a name (a str), got {type(kernel).__name__}")
-    if out is None:
-        out = torch.empty((ops.M, ops.N), dtype=out_dtype, device=a.device)
-    else:
-        _check_out(out, ops, out_dtype)
     if kernel == "auto":
         chosen = KERNELS[_choose(ops, out)[0]]
     elif kernel in KERNELS:

@@ -5,6 +5,10 @@ import torch
 
 import fp8_tutorial as fp8
 from fp8_tutorial import checks, gemm, schedule
+from fp8_tutorial.kernels.persistent import _streamk_first_program
+
+import triton  # noqa: E402  (after fp8_tutorial, which sets the interpreter up on a CPU)
+import triton.language as tl  # noqa: E402
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 # Odd shapes, primes and sizes under one tile; larger ones only where kernels are compiled.
@@ -444,13 +448,73 @@ def test_attach_configs_names_what_each_autotuner_chose(monkeypatch):
 
     tma, sk = gemm._tconfig(128, 256, 128, 8, 4, 1, halves=True), gemm._skconfig(128, 128, 128, 8, 6, tma=True)
     tuners = {name: None for name in gemm._tuners()}
-    tuners["tma"] = Tuner({(512, 3072, 12288, True, True, False, "torch.float8_e4m3fn"): tma})
-    tuners["streamk-tma"] = Tuner({(512, 3072, 12288, False, False, True): sk})
+    tuners["tma"] = Tuner({(512, 3072, 12288, True, True, False, "torch.float8_e4m3fn", "torch.bfloat16"): tma})
+    tuners["streamk-tma"] = Tuner({(512, 3072, 12288, False, False, True, "torch.bfloat16"): sk,
+                                   (512, 3072, 12288, True, True, False, "torch.float32"): tma})
     monkeypatch.setattr(gemm, "_tuners", lambda: tuners)
     records = [dict(contender="tma", recipe="row", accumulation="fast", M=512, N=3072, K=12288),
                dict(contender="streamk", recipe="tensor", accumulation="precise", M=512, N=3072, K=12288),
-               dict(contender="tma", recipe="tensor", accumulation="fast", M=512, N=3072, K=12288)]
+               dict(contender="tma", recipe="tensor", accumulation="fast", M=512, N=3072, K=12288),
+               dict(contender="streamk", recipe="row", accumulation="fast", M=512, N=3072, K=12288)]
     gemm.attach_configs(records)
     assert records[0]["config"] == gemm.config_dict(tma) and records[0]["config"]["EPILOGUE_HALVES"]
     assert records[1]["config"]["TMA"] and records[1]["config"]["num_stages"] == 6
-    assert "config" not in records[2]
+    assert "config" not in records[2] and "config" not in records[3]  # a float32 output's choice is not a bf16 one
+
+
+@triton.jit
+def _first_program_probe(its_ptr, out_ptr, total, num_programs, n: tl.constexpr):
+    offs = tl.arange(0, n)
+    tl.store(out_ptr + offs, _streamk_first_program(tl.load(its_ptr + offs), total, num_programs))
+
+
+def test_streamk_program_of_an_iteration_does_not_overflow():
+    """Iteration numbers times the program count pass 2^31 on large problems (M = N = K = 32768
+    with 128^3 tiles and 132 programs): the program of each iteration is computed in int64."""
+    total, programs = 65536 * 256, 132  # 2^16 tiles of 256 K blocks
+    its = torch.tensor([0, 1, total // 2, 16_300_000, total - 2, total - 1, 127 * total // programs,
+                        127 * total // programs - 1], dtype=torch.int32, device=fp8.DEVICE)
+    out = torch.empty_like(its)
+    _first_program_probe[(1,)](its, out, total, programs, n=its.numel())
+    expected = [max(p for p in range(programs) if p * total // programs <= it) for it in its.tolist()]
+    assert out.tolist() == expected
+
+
+def test_a_failed_streamk_launch_drops_its_workspace(gen, device, monkeypatch):
+    """Arrival counts are zeroed once and reset by each launch; one cut short could leave counts
+    behind, so its workspace is dropped and the next launch starts from zeros."""
+    a, b, sa, sb = operands(40, 64, 56, "row", "row", gen, device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    out = fp8.poison(torch.empty(40, 56, dtype=torch.bfloat16, device=device))
+    gemm.launch_streamk(ops, out, False, num_sms=3)
+    key = gemm._workspace_key(out.device)
+    gemm._workspaces[key][1].fill_(2)  # what an interrupted launch could leave
+    real = gemm._launch
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gemm, "_launch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        gemm.launch_streamk(ops, out, False, num_sms=3)
+    assert key not in gemm._workspaces
+    monkeypatch.setattr(gemm, "_launch", real)
+    out = fp8.poison(out)
+    gemm.launch_streamk(ops, out, False, num_sms=3)
+    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+
+
+def test_streamk_tma_needs_only_aligned_operands(gen, device):
+    """Stream-K stores C through pointers: an output whose rows break TMA's 16-byte rule (20 bf16
+    = 40 bytes) does not keep it from loading A and W through TMA."""
+    a, b, sa, sb = operands(24, 64, 20, "row", "tensor", gen, device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    out = fp8.poison(torch.empty(24, 20, dtype=torch.bfloat16, device=device))
+    assert gemm.launch_streamk(ops, out, False, tma=True).config.kwargs["TMA"]
+    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+
+
+def test_choose_checks_the_output_dtype(gen, device):
+    a, b, sa, sb = operands(16, 32, 16, "row", "row", gen, device)
+    with pytest.raises(TypeError, match="out_dtype must be one of"):
+        gemm.choose(a, b, sa, sb, out_dtype=torch.int32)

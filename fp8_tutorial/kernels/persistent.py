@@ -59,8 +59,8 @@ def persistent_kernel(
 def _streamk_first_program(it, total, num_programs):
     """The program whose share of the iterations holds iteration ``it``: shares are
     [p * total // P, (p + 1) * total // P), so it is the largest p with p * total // P <= it.
-    ``total`` is int64, so that the products cannot overflow."""
-    return (((it + 1) * num_programs + total - 1) // total - 1).to(tl.int32)
+    Computed in int64, so that the products cannot overflow."""
+    return (((it.to(tl.int64) + 1) * num_programs + total - 1) // total - 1).to(tl.int32)
 
 
 @triton.jit
