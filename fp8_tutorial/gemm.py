@@ -176,12 +176,19 @@ assert all(128 % c.kwargs["BLOCK_K"] == 0 for c in TILED_CONFIGS + SPLIT_K_CONFI
 
 
 def _prune(configs, named_args, **kwargs):
-    """Drop tiles far larger than the problem: a 128-row tile for M = 16 only wastes work. If none
-    is left, keep the configuration with the smallest tile."""
+    """Drop tiles far larger than the problem: a 128-row tile for M = 16 only wastes work."""
     M, N = named_args["M"], named_args["N"]
     kept = [c for c in configs if c.kwargs["BLOCK_M"] <= max(64, triton.next_power_of_2(M))
             and c.kwargs["BLOCK_N"] <= max(64, triton.next_power_of_2(N))]
-    return kept or [min(configs, key=lambda c: (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"], c.num_stages))]
+    return kept or configs[-1:]
+
+
+def _prune_to_smallest(configs, named_args, **kwargs):
+    """``_prune`` for lists that do not end with their smallest tile (the tiled kernel's does):
+    where no tile is small enough, the smallest one is kept, with the fewest stages."""
+    largest_first = sorted(configs, key=lambda c: (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"], c.num_stages),
+                           reverse=True)
+    return _prune(largest_first, named_args)
 
 
 def tma_shared_bytes(config: triton.Config, out_bytes: int) -> int:
@@ -203,10 +210,11 @@ def fit_tma_config(config: triton.Config, out_bytes: int) -> triton.Config:
 
 
 def _prune_tma(configs, named_args, **kwargs):
-    """``_prune``, then each configuration cut to the stages that fit with this output's dtype."""
+    """``_prune_to_smallest``, then each configuration cut to the stages that fit with this output's
+    dtype."""
     out_bytes = named_args["c_ptr"].element_size()
     fitted = {}
-    for c in _prune(configs, named_args):
+    for c in _prune_to_smallest(configs, named_args):
         f = fit_tma_config(c, out_bytes)
         fitted.setdefault((tuple(sorted(f.kwargs.items())), f.num_warps, f.num_stages), f)
     return list(fitted.values())
@@ -226,6 +234,27 @@ def _autotuned(kernel, configs, key: list[str], prune=_prune, **extra):
                            prune_configs_by={"early_config_prune": prune}, do_bench=_tuning_bench, **extra)(kernel)
 
 
+def _check_config(config: triton.Config) -> None:
+    """A configuration given by hand, checked before Triton sees it: tile sizes must be powers of
+    two of at least 16 (``tl.arange`` and ``tl.dot`` need them), GROUP_M and PROGRAMS_PER_SM at
+    least 1, warps a power of two up to 16 and stages at least 1."""
+    if not isinstance(config, triton.Config):
+        raise TypeError(f"config must be a triton.Config, got {type(config).__name__}")
+    k = config.kwargs
+    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+        v = k.get(name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 16 or v & (v - 1):
+            raise ValueError(f"{name} must be a power of two of at least 16, got {v!r}")
+    for name in ("GROUP_M", "PROGRAMS_PER_SM"):
+        v = k.get(name, 1)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an int of at least 1, got {v!r}")
+    if config.num_warps not in (1, 2, 4, 8, 16):
+        raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {config.num_warps!r}")
+    if isinstance(config.num_stages, bool) or not isinstance(config.num_stages, int) or config.num_stages < 1:
+        raise ValueError(f"num_stages must be an int of at least 1, got {config.num_stages!r}")
+
+
 def _launch(kernel, tuned, interpreter_config: triton.Config, grid, args: tuple, flags: dict,
             config: triton.Config | None, K: int | None = None) -> Launch:
     """Launch ``kernel`` with ``config``; without one, through its autotuner ``tuned``, or with
@@ -233,6 +262,8 @@ def _launch(kernel, tuned, interpreter_config: triton.Config, grid, args: tuple,
     is decided for the configuration's BLOCK_K (128 for every tuned one)."""
     if config is None and tuned is None:
         config = interpreter_config
+    if config is not None:
+        _check_config(config)
     if config is None:
         even_k = {} if K is None else {"EVEN_K": K % 128 == 0}
         compiled = tuned[grid](*args, **flags, **even_k)
@@ -305,6 +336,8 @@ def launch_tiled(ops: Operands, out: torch.Tensor, precise: bool, split_k: int =
     tiles into a zeroed float32 buffer, which is then cast into ``out``.
     """
     M, N, K = ops.M, ops.N, ops.K
+    if isinstance(split_k, bool) or not isinstance(split_k, int):
+        raise TypeError(f"split_k must be an int, got {type(split_k).__name__}")
     if split_k < 1:
         raise ValueError(f"split_k must be >= 1, got {split_k}")
     ops, target = _pointer_safe(ops, out)
@@ -384,7 +417,7 @@ def _pconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True):
 PERSISTENT_CONFIGS = [_pconfig(128, 128, 128, 4, 3, 2), _pconfig(128, 128, 128, 4, 6, 1),
                       _pconfig(128, 256, 128, 8, 3, 1)]
 PERSISTENT_INTERPRETER_CONFIG = _pconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False)
-_persistent_tuned = _autotuned(persistent_kernel, PERSISTENT_CONFIGS, ["EVEN_K"])
+_persistent_tuned = _autotuned(persistent_kernel, PERSISTENT_CONFIGS, ["EVEN_K"], prune=_prune_to_smallest)
 
 
 def _sm_count(device) -> int:
@@ -394,14 +427,14 @@ def _sm_count(device) -> int:
 def _programs(out: torch.Tensor, num_sms, config: triton.Config | None) -> int:
     """The SM count a persistent launch plans for (the GPU's, or 4 in the interpreter), checked,
     as is the configuration's programs per SM: an empty grid would leave ``out`` unwritten."""
+    if config is not None:
+        _check_config(config)
     if num_sms is None:
         return _sm_count(out.device) if out.is_cuda else 4
     if isinstance(num_sms, bool) or not isinstance(num_sms, int):
         raise TypeError(f"num_sms must be an int, got {type(num_sms).__name__}")
     if num_sms < 1:
         raise ValueError(f"num_sms must be >= 1, got {num_sms}")
-    if config is not None and config.kwargs.get("PROGRAMS_PER_SM", 1) < 1:
-        raise ValueError(f"PROGRAMS_PER_SM must be >= 1, got {config.kwargs['PROGRAMS_PER_SM']}")
     return num_sms
 
 
@@ -452,8 +485,8 @@ STREAMK_TMA_CONFIGS = [_skconfig(128, 128, 128, 8, 6, data_parallel=True, tma=Tr
                        _skconfig(128, 128, 128, 8, 6, tma=True)]
 STREAMK_INTERPRETER_CONFIG = _skconfig(32, 32, 32, 4, 1, group_m=4)
 STREAMK_TMA_INTERPRETER_CONFIG = _skconfig(32, 32, 32, 4, 1, group_m=4, tma=True)
-_streamk_tuned = _autotuned(streamk_kernel, STREAMK_CONFIGS, ["EVEN_K"])
-_streamk_tma_tuned = _autotuned(streamk_kernel, STREAMK_TMA_CONFIGS, ["EVEN_K"])
+_streamk_tuned = _autotuned(streamk_kernel, STREAMK_CONFIGS, ["EVEN_K"], prune=_prune_to_smallest)
+_streamk_tma_tuned = _autotuned(streamk_kernel, STREAMK_TMA_CONFIGS, ["EVEN_K"], prune=_prune_to_smallest)
 
 
 _workspaces: dict = {}
@@ -485,8 +518,10 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     True raises ValueError where TMA cannot take the operands)."""
     M, N, K = ops.M, ops.N, ops.K
     num_sms = _programs(out, num_sms, config)
-    why = tma_refuses(ops, ops.a)  # only A and W go through TMA (C is stored through pointers): A stands in for C
+    why = tma_refuses(ops, ops.a) or _zero_row_stride(ops)  # only A and W go through TMA: A stands in for C
     if config is not None:
+        if tma is not None and bool(tma) != bool(config.kwargs.get("TMA")):
+            raise ValueError(f"tma={tma} contradicts the configuration's TMA={config.kwargs.get('TMA')}")
         tma = bool(config.kwargs.get("TMA"))
     elif tma is None:
         tma = why is None
@@ -623,9 +658,22 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
                    flags, config)
 
 
+def _zero_row_stride(ops: Operands) -> str | None:
+    """An expanded operand (every row the same memory) is valid input, but not for TMA, which
+    wants distinct rows: the kernels that load through pointers take it."""
+    for name, stride in (("a", ops.a.stride(0)), ("b.T", ops.b.stride(1))):
+        if stride == 0:
+            return f"TMA needs distinct rows: {name} is an expanded view (row stride 0); .contiguous() makes it one"
+    return None
+
+
+def _tma_takes(ops: Operands, out: torch.Tensor) -> str | None:
+    return tma_refuses(ops, out) or _zero_row_stride(ops)
+
+
 # First where TMA can take the operands: ahead of the persistent kernel on 7 of the nine shapes,
 # per tensor and per row, in the sweep behind TMA_CONFIGS (chapter 06 measures it).
-@register_kernel("tma", tma_refuses, priority=12)
+@register_kernel("tma", _tma_takes, priority=12)
 def _tma(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_tma(ops, out, precise)
 
@@ -639,7 +687,7 @@ def launch_ws(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Co
 
 
 # Below the tiled kernel until chapter 07 measures it.
-@register_kernel("ws", tma_refuses, priority=7)
+@register_kernel("ws", _tma_takes, priority=7)
 def _ws(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_ws(ops, out, precise)
 
@@ -709,6 +757,8 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     """
     ops = check_operands(a, b, scale_a, scale_b)
     out = _output(ops, out_dtype, out)
+    if not isinstance(precise, bool):
+        raise TypeError(f"precise must be True or False, got {precise!r}")
     if not isinstance(kernel, str):
         raise TypeError(f"kernel must be a name (a str), got {type(kernel).__name__}")
     if kernel == "auto":
@@ -720,7 +770,7 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
             raise ValueError(f"kernel {kernel!r} cannot take these operands: {why}")
     else:
         raise ValueError(f"unknown kernel {kernel!r}: expected 'auto' or one of {', '.join(KERNELS)}")
-    chosen.run(ops, out, bool(precise))
+    chosen.run(ops, out, precise)
     return out
 
 

@@ -33,6 +33,38 @@ def test_executed_chapters_ran_on_a_gpu():
         assert "mode          hopper" in text, f"{nb_path.name}: not run on a Hopper GPU"
 
 
+# The names chapters use for the package's modules when they print a function's source.
+PRINTED_MODULES = {"gemm": "fp8_tutorial.gemm", "quant": "fp8_tutorial.quant", "qk": "fp8_tutorial.kernels.quantize",
+                   "common": "fp8_tutorial.kernels.common", "tiled": "fp8_tutorial.kernels.tiled",
+                   "persistent": "fp8_tutorial.kernels.persistent", "tma": "fp8_tutorial.kernels.tma"}
+
+
+def test_printed_sources_are_the_package_s():
+    """A chapter that prints a function of the package (``inspect.getsource``) shows what the
+    package holds now: changing printed code means executing the chapter again."""
+    import importlib
+    import inspect
+    import re
+
+    import nbformat
+
+    checked = 0
+    for nb_path in sorted(book.BOOK.glob("[0-9][0-9]_*.ipynb")):
+        nb = nbformat.read(nb_path, as_version=4)
+        for cell in (c for c in nb.cells if c.cell_type == "code"):
+            printed = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+            for expr in re.findall(r"getsource\(([\w.]+)\)", cell.source):
+                head, *attrs = expr.split(".")
+                if head not in PRINTED_MODULES:  # defined in the chapter itself
+                    continue
+                obj = importlib.import_module(PRINTED_MODULES[head])
+                for attr in attrs:
+                    obj = getattr(obj, attr)
+                assert inspect.getsource(obj) in printed, f"{nb_path.name} prints an older {expr}: execute it again"
+                checked += 1
+    assert checked >= 15
+
+
 def test_refresh_prose_copies_prose_but_never_code(tmp_path, monkeypatch):
     import nbformat
     import pytest

@@ -406,7 +406,7 @@ def test_persistent_launches_check_their_grid(kernel, device):
     if kernel in ("persistent", "tma", "ws"):
         maker = gemm._pconfig if kernel == "persistent" else gemm._tconfig
         config = maker(32, 32, 32, 4, 1, 0, ws=True) if kernel == "ws" else maker(32, 32, 32, 4, 1, 0)
-        with pytest.raises(ValueError, match="PROGRAMS_PER_SM must be >= 1"):
+        with pytest.raises(ValueError, match="PROGRAMS_PER_SM must be an int of at least 1"):
             launch(ops, out, False, config=config, num_sms=2)
 
 
@@ -518,3 +518,46 @@ def test_choose_checks_the_output_dtype(gen, device):
     a, b, sa, sb = operands(16, 32, 16, "row", "row", gen, device)
     with pytest.raises(TypeError, match="out_dtype must be one of"):
         gemm.choose(a, b, sa, sb, out_dtype=torch.int32)
+
+
+@pytest.mark.parametrize("change,exc,match", [
+    (dict(GROUP_M=0), ValueError, "GROUP_M must be an int of at least 1"),
+    (dict(BLOCK_M=24), ValueError, "BLOCK_M must be a power of two of at least 16"),
+    (dict(BLOCK_K=8), ValueError, "BLOCK_K must be a power of two of at least 16"),
+    (dict(BLOCK_N=32.0), ValueError, "BLOCK_N must be a power of two"),
+])
+@pytest.mark.parametrize("kernel", ["tiled", "persistent", "streamk", "tma"])
+def test_a_bad_configuration_is_refused_before_triton(kernel, change, exc, match, device):
+    """A configuration given by hand that Triton could not compile, or that would leave tiles
+    unwritten (GROUP_M = 0), raises a clear error instead."""
+    a, b, sa, sb = _ops(device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    base = {"tiled": gemm.INTERPRETER_CONFIG, "persistent": gemm.PERSISTENT_INTERPRETER_CONFIG,
+            "streamk": gemm.STREAMK_INTERPRETER_CONFIG, "tma": gemm.TMA_INTERPRETER_CONFIG}[kernel]
+    config = triton.Config(dict(base.kwargs, **change), num_warps=base.num_warps, num_stages=base.num_stages)
+    out = fp8.poison(torch.empty(8, 16, dtype=torch.bfloat16, device=device))
+    with pytest.raises(exc, match=match):
+        getattr(gemm, f"launch_{kernel}")(ops, out, False, config=config)
+
+
+def test_bad_options_are_refused(gen, device):
+    a, b, sa, sb = operands(16, 32, 16, "row", "row", gen, device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    out = torch.empty(16, 16, dtype=torch.bfloat16, device=device)
+    with pytest.raises(TypeError, match="split_k must be an int"):
+        gemm.launch_tiled(ops, out, False, split_k=2.5)
+    with pytest.raises(TypeError, match="precise must be True or False"):
+        fp8.scaled_mm(a, b, sa, sb, precise="no")
+    with pytest.raises(ValueError, match="contradicts the configuration"):
+        gemm.launch_streamk(ops, out, False, config=gemm.STREAMK_INTERPRETER_CONFIG, tma=True)
+
+
+def test_expanded_operands_go_through_pointers(gen, device):
+    """An expanded A (row stride 0) is valid input; TMA wants distinct rows, so "auto" runs the
+    persistent kernel."""
+    a, b, sa, sb = operands(1, 64, 24, "tensor", "tensor", gen, device)
+    a = a.expand(16, 64)
+    name, refused = gemm.choose(a, b, sa, sb)
+    assert name == "persistent" and "row stride 0" in refused["tma"]
+    out = fp8.scaled_mm(a, b, sa, sb)
+    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
