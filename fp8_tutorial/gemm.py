@@ -535,16 +535,16 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
         configs = [config]
     else:  # whichever the launch may pick: size the buffers for all of them
         configs = tuned.configs if tuned is not None else [interpreter_config]
-    largest = max(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] for c in configs)
-    most_tiles = max(triton.cdiv(M, c.kwargs["BLOCK_M"]) * triton.cdiv(N, c.kwargs["BLOCK_N"]) for c in configs)
-    programs = max(min(num_sms, triton.cdiv(M, c.kwargs["BLOCK_M"]) * triton.cdiv(N, c.kwargs["BLOCK_N"])
-                       * triton.cdiv(K, c.kwargs["BLOCK_K"])) for c in configs)  # the largest grid
-    partials, arrivals = _streamk_workspace(out.device, 2 * programs * largest, most_tiles)
 
-    def grid(meta):
-        iterations = (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
-                      * triton.cdiv(K, meta["BLOCK_K"]))
-        return (min(num_sms, iterations),)
+    def tiles(meta):
+        return triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+
+    def grid(meta):  # never more programs than K iterations in all
+        return (min(num_sms, tiles(meta) * triton.cdiv(K, meta["BLOCK_K"])),)
+
+    largest = max(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] for c in configs)
+    programs = max(grid(c.kwargs)[0] for c in configs)
+    partials, arrivals = _streamk_workspace(out.device, 2 * programs * largest, max(tiles(c.kwargs) for c in configs))
 
     ops, c = (ops, out) if tma else _pointer_safe(ops, out)
     args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, M, N, K,
