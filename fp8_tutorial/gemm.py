@@ -25,7 +25,7 @@ import triton
 
 from . import schedule
 from ._env import DEVICE, ON_GPU
-from .kernels.persistent import persistent_kernel, streamk_kernel
+from .kernels.persistent import persistent_kernel, split_kernel, streamk_kernel
 from .kernels.tiled import tiled_kernel
 from .kernels.tma import tma_host_kernel, tma_kernel
 from .quant import FP8_DTYPES, dequantize
@@ -566,6 +566,75 @@ def _streamk(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_streamk(ops, out, precise)
 
 
+# ---- split-K in step ---------------------------------------------------------------------------
+
+def split_plan(tiles: int, k_blocks: int, programs: int, max_split: int = 8) -> tuple[int, int]:
+    """(whole tiles, pieces per other tile) for ``split_kernel``, whichever makes the least time by
+    a count of K steps per program: some full waves of whole tiles, then the other tiles cut into
+    SPLIT pieces, ceil(rest * SPLIT / programs) waves of ceil(k_blocks / SPLIT) steps. Every unit
+    costs about two steps more to fill the pipeline, and a split tile about two per piece (each
+    piece writes a float32 partial tile, and the last to finish reads them all back). Ties go to
+    fewer pieces and more whole tiles."""
+    best = None
+    for waves in range((tiles - 1) // programs + 1):  # at least one tile left to split
+        whole = waves * programs
+        rest = tiles - whole
+        for split in range(1, max(1, min(max_split, k_blocks)) + 1):
+            steps = waves * (k_blocks + 2) + -(-rest * split // programs) * (-(-k_blocks // split) + 2)
+            steps += 2 * split if split > 1 else 0
+            if best is None or steps < best[0]:
+                best = (steps, whole, split)
+    return best[1], best[2]
+
+
+def _spconfig(bm, bn, bk, warps, stages, group_m=8, tma=False):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "TMA": tma},
+                         num_warps=warps, num_stages=stages)
+
+
+# The defaults: through pointers, and with TMA loads where the 16-byte rule holds. Chapter 05
+# measures them; neither won a shape, so no autotuner is built for them.
+SPLIT_CONFIGS = [_spconfig(128, 128, 128, 4, 6), _spconfig(128, 128, 128, 8, 6, tma=True)]
+SPLIT_INTERPRETER_CONFIG = _spconfig(32, 32, 32, 4, 1, group_m=4)
+
+
+def launch_split(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
+                 num_sms: int | None = None, plan: tuple[int, int] | None = None) -> Launch:
+    """Run ``split_kernel`` into ``out``. ``plan`` is (whole tiles, pieces per other tile); by
+    default ``split_plan``'s for the configuration's tile and ``num_sms`` (the GPU's SMs). Without
+    ``config``, TMA loads where ``tma_refuses`` allows them (on a GPU)."""
+    M, N, K = ops.M, ops.N, ops.K
+    num_sms = _programs(out, num_sms, config)
+    why = tma_refuses(ops, ops.a) or _zero_row_stride(ops)  # only A and W go through TMA: A stands in for C
+    if config is None:
+        config = SPLIT_INTERPRETER_CONFIG if not ON_GPU else SPLIT_CONFIGS[1] if why is None else SPLIT_CONFIGS[0]
+    meta = config.kwargs
+    tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    k_blocks = triton.cdiv(K, meta["BLOCK_K"])
+    whole, split = split_plan(tiles, k_blocks, num_sms) if plan is None else plan
+    for name, v, low, high in (("whole tiles", whole, 0, tiles - 1), ("pieces", split, 1, k_blocks)):
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+            raise ValueError(f"plan: {name} must be an int from {low} to {high}, got {v!r}")
+    if meta["TMA"]:
+        if why:
+            raise ValueError(why)
+        _ensure_allocator()
+    rest = tiles - whole
+    partials, arrivals = _streamk_workspace(out.device, rest * split * meta["BLOCK_M"] * meta["BLOCK_N"], rest)
+    ops, c = (ops, out) if meta["TMA"] else _pointer_safe(ops, out)
+    args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, M, N, K, num_sms, whole, split,
+            ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
+    try:
+        launch = _launch(split_kernel, None, config, lambda m: (min(num_sms, whole + rest * split),), args,
+                         ops.flags(precise), config, K)
+    except BaseException:
+        _workspaces.pop(_workspace_key(out.device), None)
+        raise
+    if c is not out:
+        out.copy_(c)
+    return launch
+
+
 # ---- the TMA kernel ----------------------------------------------------------------------------
 
 def _tconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True, halves=False, ws=False):
@@ -580,8 +649,9 @@ TMA_CONFIGS = [_tconfig(128, 256, 128, 8, 4, 1, halves=True), _tconfig(128, 128,
                _tconfig(128, 256, 128, 8, 3, 1, group_m=16)]
 TMA_INTERPRETER_CONFIG = _tconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False)
 # Warp specialization: DESIGN.md saw it happen with device-side descriptors, no flatten and 4 warps
-# (with 8 warps the compiler skipped it silently). With 6 stages (128x128x128, 128x256x64) its
-# results were wrong on the H200 (Triton 3.6): not in this list. Chapter 07 tunes it.
+# (with 8 warps the compiler skipped it silently). With 5 or 6 stages (128x128x128, 128x256x64)
+# its results were wrong on the H200 (Triton 3.6: inf on every shape with M >= 2304): not in this
+# list. Chapter 07 tunes it.
 WS_CONFIGS = [_tconfig(128, 256, 128, 4, 3, 1, flatten=False, ws=True),
               _tconfig(128, 128, 128, 4, 4, 1, flatten=False, ws=True)]
 WS_INTERPRETER_CONFIG = _tconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False, ws=True)
@@ -775,6 +845,19 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
 
 
 # ---- as a benchmark contender ----------------------------------------------------------------
+
+def fixed_launch(launch: Callable, p, precise: bool = False, **kw) -> Callable[[], torch.Tensor]:
+    """A timed callable for ``bench.benchmark``: ``launch`` (``launch_tiled``, ``launch_tma``, ...)
+    on problem ``p`` (``contenders.make_problem``) with fixed keywords, such as ``config=`` to skip
+    the autotuner, into one preallocated bfloat16 output, which it returns."""
+    ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
+    out = torch.empty((p.M, p.N), dtype=torch.bfloat16, device=p.a.device)
+
+    def run():
+        launch(ops, out, precise, **kw)
+        return out
+    return run
+
 
 def _register_contenders() -> None:
     from .contenders import register

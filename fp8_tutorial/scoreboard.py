@@ -148,6 +148,28 @@ def load(path: Path) -> dict:
     return data
 
 
+def measure_or_load(shapes, names, recipes=("tensor", "row"), accumulations=("fast", "precise"),
+                    reps: int = 30) -> tuple[dict, str]:
+    """A chapter's scoreboard and where it comes from. On a GPU: ``run`` now, the configurations
+    the autotuners chose attached to the records, and the records merged into this GPU's results
+    file. Without one: the same contenders' records from the H200's file, ``results/h200.json``."""
+    from ._env import ON_GPU
+
+    if ON_GPU:
+        from .gemm import attach_configs
+
+        data = run(shapes, names=names, recipes=recipes, accumulations=accumulations, reps=reps, progress=False)
+        attach_configs(data["records"])
+        target = results.RESULTS / f"{results.gpu_slug()}.json"
+        save(merge(load(target), data) if target.exists() else data, target)
+        return data, "measured now"
+    saved = load(results.RESULTS / "h200.json")
+    wanted = {shape_name(*s) for s in shapes}
+    keep = [r for r in saved["records"] if r["contender"] in names and r["recipe"] in recipes
+            and r["accumulation"] in accumulations and r["shape"] in wanted]
+    return {**saved, "records": keep}, "recorded on " + results.provenance(saved)
+
+
 def _shapes_in_order(records):
     seen = []
     for r in records:

@@ -391,7 +391,7 @@ def test_tma_host_descriptors(M, K, N, halves, gen, device):
     assert torch.equal(host, device_side)
 
 
-@pytest.mark.parametrize("kernel", ["persistent", "streamk", "tma", "ws"])
+@pytest.mark.parametrize("kernel", ["persistent", "streamk", "split", "tma", "ws"])
 def test_persistent_launches_check_their_grid(kernel, device):
     """An empty grid would leave out unwritten: every way to ask for one is refused."""
     a, b, sa, sb = _ops(device)
@@ -526,14 +526,15 @@ def test_choose_checks_the_output_dtype(gen, device):
     (dict(BLOCK_K=8), ValueError, "BLOCK_K must be a power of two of at least 16"),
     (dict(BLOCK_N=32.0), ValueError, "BLOCK_N must be a power of two"),
 ])
-@pytest.mark.parametrize("kernel", ["tiled", "persistent", "streamk", "tma"])
+@pytest.mark.parametrize("kernel", ["tiled", "persistent", "streamk", "split", "tma"])
 def test_a_bad_configuration_is_refused_before_triton(kernel, change, exc, match, device):
     """A configuration given by hand that Triton could not compile, or that would leave tiles
     unwritten (GROUP_M = 0), raises a clear error instead."""
     a, b, sa, sb = _ops(device)
     ops = gemm.check_operands(a, b, sa, sb)
     base = {"tiled": gemm.INTERPRETER_CONFIG, "persistent": gemm.PERSISTENT_INTERPRETER_CONFIG,
-            "streamk": gemm.STREAMK_INTERPRETER_CONFIG, "tma": gemm.TMA_INTERPRETER_CONFIG}[kernel]
+            "streamk": gemm.STREAMK_INTERPRETER_CONFIG, "split": gemm.SPLIT_INTERPRETER_CONFIG,
+            "tma": gemm.TMA_INTERPRETER_CONFIG}[kernel]
     config = triton.Config(dict(base.kwargs, **change), num_warps=base.num_warps, num_stages=base.num_stages)
     out = fp8.poison(torch.empty(8, 16, dtype=torch.bfloat16, device=device))
     with pytest.raises(exc, match=match):
@@ -561,3 +562,58 @@ def test_expanded_operands_go_through_pointers(gen, device):
     assert name == "persistent" and "row stride 0" in refused["tma"]
     out = fp8.scaled_mm(a, b, sa, sb)
     assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+
+
+SPLIT_SHAPES = [(1, 1, 1), (7, 13, 5), (40, 304, 72), (97, 257, 131)] + \
+    ([(512, 12288, 3072), (1152, 3072, 12288), (1000, 1040, 1000)] if fp8.ON_GPU else [])
+
+
+# TMA loads where K makes rows of a multiple of 16 bytes (test_split_refuses_tma_where_it_cannot...)
+@pytest.mark.parametrize("M,K,N,tma", [(*s, False) for s in SPLIT_SHAPES] + [(*s, True) for s in SPLIT_SHAPES if s[1] % 16 == 0])
+@pytest.mark.parametrize("num_sms", [None, 1, 3])
+def test_split_in_step_matches_float64(M, K, N, tma, num_sms, gen, device):
+    """Split-K in step with its own plan, with every tile split (2 and 3 pieces), and with whole
+    tiles first; twice each, since the arrival counts must reset themselves."""
+    a, b, sa, sb = operands(M, K, N, "row", "tensor", gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    base = gemm.SPLIT_CONFIGS[1 if tma else 0] if fp8.ON_GPU else gemm.SPLIT_INTERPRETER_CONFIG
+    config = gemm._spconfig(*(base.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), base.num_warps,
+                            base.num_stages, group_m=base.kwargs["GROUP_M"], tma=tma)
+    tiles = -(-M // config.kwargs["BLOCK_M"]) * -(-N // config.kwargs["BLOCK_N"])
+    k_blocks = -(-K // config.kwargs["BLOCK_K"])
+    plans = {None} | {(0, s) for s in (2, 3) if s <= k_blocks} | ({(tiles - 1, 2)} if k_blocks > 1 else set())
+    for plan in plans:
+        for precise in (False, True):
+            for _ in range(2):
+                out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+                gemm.launch_split(ops, out, precise, num_sms=num_sms, config=config, plan=plan)
+                assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (plan, precise, num_sms)
+
+
+def test_split_refuses_tma_where_it_cannot_and_bad_plans(gen, device):
+    a, b, sa, sb = operands(16, 40, 24, "row", "row", gen, device)  # rows of 40 bytes: no TMA
+    ops = gemm.check_operands(a, b, sa, sb)
+    out = fp8.poison(torch.empty(16, 24, dtype=torch.bfloat16, device=device))
+    tma = gemm._spconfig(32, 32, 32, 4, 1, group_m=4, tma=True)
+    with pytest.raises(ValueError, match="16-byte aligned rows"):
+        gemm.launch_split(ops, out, False, config=tma)
+    gemm.launch_split(ops, out, False)  # without a configuration: through pointers
+    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+    config = gemm.SPLIT_INTERPRETER_CONFIG  # 16 x 24 is one tile of 32 x 32; K = 40 is two blocks
+    for plan, match in [((1, 1), "whole tiles must be an int from 0 to 0"), ((0, 3), "pieces must be an int from 1 to 2"),
+                        ((0, 0), "pieces must be"), ((0, 1.5), "pieces must be"), ((True, 1), "whole tiles must be")]:
+        with pytest.raises(ValueError, match=match):
+            gemm.launch_split(ops, out, False, config=config, plan=plan)
+
+
+def test_split_plan():
+    """Whole waves first, at least one tile left to split, never more pieces than K blocks; one
+    wave that fills the SMs is not split, and a short grid with a long K is."""
+    for tiles, k_blocks, programs in [(1, 1, 132), (96, 96, 132), (132, 96, 132), (432, 96, 132), (2048, 64, 132),
+                                      (7, 3, 3), (5, 200, 4)]:
+        whole, split = gemm.split_plan(tiles, k_blocks, programs)
+        assert 0 <= whole < tiles and whole % programs == 0 and 1 <= split <= min(8, k_blocks)
+    assert gemm.split_plan(132, 96, 132) == (0, 1)
+    assert gemm.split_plan(96, 96, 132) == (0, 4)  # 384 pieces of 24 steps: 3 rounds, 72 steps
+    assert gemm.split_plan(432, 96, 132) == (396, 3)  # 3 waves whole, the last 36 tiles in 3 pieces

@@ -42,6 +42,20 @@ def scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N,
 
 
 @triton.jit
+def mma(a, b, acc, BLOCK_K: tl.constexpr, PRECISE: tl.constexpr):
+    """acc + a @ b^T for one K block, a (BLOCK_M, BLOCK_K) and b (BLOCK_N, BLOCK_K) both K-major.
+
+    Hopper's FP8 ``wgmma`` keeps its partial sums at less than float32 precision; PRECISE promotes
+    them into the float32 ``acc`` after every block (``max_num_imprecise_acc=BLOCK_K``, as cuBLAS
+    does without fast accumulation), where fast accumulation carries them across the whole K loop.
+    """
+    if PRECISE:
+        return tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
+    else:
+        return tl.dot(a, b.T, acc)
+
+
+@triton.jit
 def accumulate_k(a_ptr, b_ptr, rows, cols, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, k_first, k_last,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                  PRECISE: tl.constexpr, EVEN_K: tl.constexpr):
@@ -59,10 +73,7 @@ def accumulate_k(a_ptr, b_ptr, rows, cols, M, N, K, stride_am, stride_ak, stride
         else:
             a = tl.load(a_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
             b = tl.load(b_ptrs, mask=ks[None, :] < K - k * BLOCK_K, other=0.0)
-        if PRECISE:
-            acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
-        else:
-            acc = tl.dot(a, b.T, acc)
+        acc = mma(a, b, acc, BLOCK_K, PRECISE)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     return acc
@@ -78,8 +89,5 @@ def accumulate_k_tma(a_desc, b_desc, off_m, off_n, k_first, k_last,
     for k in range(k_first, k_last):
         a = a_desc.load([off_m, k * BLOCK_K])
         b = b_desc.load([off_n, k * BLOCK_K])
-        if PRECISE:
-            acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
-        else:
-            acc = tl.dot(a, b.T, acc)
+        acc = mma(a, b, acc, BLOCK_K, PRECISE)
     return acc

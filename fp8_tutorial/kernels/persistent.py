@@ -159,3 +159,62 @@ def streamk_kernel(
         if whole:
             _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, rows, cols, M, N, stride_cm, stride_cn, ROW_A, ROW_B)
         it += k_last - k_first
+
+
+@triton.jit(do_not_specialize=["WHOLE_TILES", "SPLIT"])  # one compilation serves every plan
+def split_kernel(
+    a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr,
+    M, N, K, num_sms, WHOLE_TILES, SPLIT,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    ROW_A: tl.constexpr, ROW_B: tl.constexpr, PRECISE: tl.constexpr, EVEN_K: tl.constexpr,
+    TMA: tl.constexpr = False,
+):
+    """Split-K in step: the first WHOLE_TILES tiles (in grouped order) computed whole, then every
+    other tile's K blocks cut into SPLIT pieces at the same boundaries, the pieces handed out in K
+    order (the first piece of each of those tiles, then each second piece, ...). Units of work (a
+    whole tile or a piece) go to the programs in turn, program p taking units p, p + P, ...
+
+    Programs that run together thus read one or two K slices of A and W, which the cache shares
+    among them, where stream-K's shares start anywhere in K. A piece's float32 partial tile goes to
+    its own slot of ``partials``; the last piece of a tile to finish (counted in ``arrivals``, which
+    it resets to zero) sums the tile's slots in piece order, its own included, so the result does
+    not depend on the order of arrival. ``arrivals`` must be zero before the launch, and at least
+    one tile must be left to split (WHOLE_TILES < tiles).
+    """
+    k_blocks = tl.cdiv(K, BLOCK_K)
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    rest = num_tiles - WHOLE_TILES
+    units = WHOLE_TILES + rest * SPLIT
+    num_programs = tl.minimum(num_sms, units)  # the grid's size
+    if TMA:
+        a_src = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
+        b_src = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
+    else:
+        a_src = a_ptr
+        b_src = b_ptr
+    tile_offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    for unit in range(tl.program_id(0), units, num_programs):
+        whole = unit < WHOLE_TILES
+        piece = tl.where(whole, 0, (unit - WHOLE_TILES) // rest)
+        pieces = tl.where(whole, 1, SPLIT)
+        tile = tl.where(whole, unit, WHOLE_TILES + (unit - WHOLE_TILES) % rest)
+        pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = _streamk_product(a_src, b_src, pid_m, pid_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                               piece * k_blocks // pieces, (piece + 1) * k_blocks // pieces,
+                               BLOCK_M, BLOCK_N, BLOCK_K, PRECISE, EVEN_K, TMA)
+        if pieces > 1:
+            split_tile = tile - WHOLE_TILES
+            slots = partials_ptr + (split_tile * SPLIT).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_offsets
+            tl.store(slots + piece * (BLOCK_M * BLOCK_N), acc)
+            tl.debug_barrier()  # every thread's part of the slot is written before the count
+            whole = tl.atomic_add(arrivals_ptr + split_tile, 1, sem="acq_rel") == SPLIT - 1
+            if whole:  # the last piece to finish: sum all the slots, its own too, in piece order
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+                for q in range(SPLIT):
+                    acc += tl.load(slots + q * (BLOCK_M * BLOCK_N), cache_modifier=".cg")
+                tl.atomic_xchg(arrivals_ptr + split_tile, 0)
+        if whole | (pieces == 1):
+            rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, rows, cols, M, N, stride_cm, stride_cn, ROW_A, ROW_B)

@@ -7,7 +7,7 @@ the layout Hopper's FP8 wgmma wants for both operands, and ``tl.dot(a, b.T)`` mu
 import triton
 import triton.language as tl
 
-from .common import grouped_tile, scale_epilogue
+from .common import accumulate_k, grouped_tile, scale_epilogue
 
 
 @triton.jit
@@ -36,28 +36,8 @@ def tiled_kernel(
         k_first, k_last = tl.program_id(1) * k_last // SPLIT_K, (tl.program_id(1) + 1) * k_last // SPLIT_K
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    ks = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + (rows % M)[:, None].to(tl.int64) * stride_am + ks[None, :] * stride_ak
-    b_ptrs = b_ptr + (cols % N)[:, None].to(tl.int64) * stride_bn + ks[None, :] * stride_bk
-
-    a_ptrs += k_first * BLOCK_K * stride_ak
-    b_ptrs += k_first * BLOCK_K * stride_bk
-
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(k_first, k_last):
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
-        else:
-            k_left = K - k * BLOCK_K
-            a = tl.load(a_ptrs, mask=ks[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=ks[None, :] < k_left, other=0.0)
-        if PRECISE:
-            acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=BLOCK_K)
-        else:
-            acc = tl.dot(a, b.T, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+    acc = accumulate_k(a_ptr, b_ptr, rows, cols, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                       k_first, k_last, BLOCK_M, BLOCK_N, BLOCK_K, PRECISE, EVEN_K)
 
     acc = scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
     c_ptrs = c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :] * stride_cn
