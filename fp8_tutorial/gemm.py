@@ -17,6 +17,7 @@ the best one that can run this input on this machine, and never refuses a valid 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -45,7 +46,13 @@ class Operands:
     recipe_b: str
 
     def flags(self, precise: bool) -> dict:
-        """The kernels' recipe and accumulation switches for these operands."""
+        """The kernels' recipe and accumulation switches for these operands, which every launch
+        asks for: the kernels apply per-tensor and per-row scales only, so block-wise ones are
+        refused here rather than read as something else."""
+        for name, recipe in (("a", self.recipe_a), ("b", self.recipe_b)):
+            if recipe not in ("tensor", "row"):
+                raise ValueError(f"the GEMM kernels take per-tensor and per-row scales only, and scale_{name} is "
+                                 f"{recipe}-wise: use scaled_mm (kernel='auto' or 'reference')")
         return dict(ROW_A=self.recipe_a == "row", ROW_B=self.recipe_b == "row", PRECISE=precise)
 
     @property
@@ -518,7 +525,7 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     True raises ValueError where TMA cannot take the operands)."""
     M, N, K = ops.M, ops.N, ops.K
     num_sms = _programs(out, num_sms, config)
-    why = tma_refuses(ops, ops.a) or _zero_row_stride(ops)  # only A and W go through TMA: A stands in for C
+    why = _tma_takes(ops, ops.a)  # only A and W go through TMA: A stands in for C
     if config is not None:
         if tma is not None and bool(tma) != bool(config.kwargs.get("TMA")):
             raise ValueError(f"tma={tma} contradicts the configuration's TMA={config.kwargs.get('TMA')}")
@@ -546,7 +553,7 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     programs = max(grid(c.kwargs)[0] for c in configs)
     partials, arrivals = _streamk_workspace(out.device, 2 * programs * largest, max(tiles(c.kwargs) for c in configs))
 
-    ops, c = (ops, out) if tma else _pointer_safe(ops, out)
+    ops, c = _pointer_safe(ops, out)  # C is stored through pointers, TMA or not
     args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, M, N, K,
             num_sms, ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
     flags = ops.flags(precise)
@@ -593,26 +600,40 @@ def _spconfig(bm, bn, bk, warps, stages, group_m=8, tma=False):
 
 
 # The defaults: through pointers, and with TMA loads where the 16-byte rule holds. Chapter 05
-# measures them; neither won a shape, so no autotuner is built for them.
+# measures the first (it won no shape), so no autotuner is built for them.
 SPLIT_CONFIGS = [_spconfig(128, 128, 128, 4, 6), _spconfig(128, 128, 128, 8, 6, tma=True)]
 SPLIT_INTERPRETER_CONFIG = _spconfig(32, 32, 32, 4, 1, group_m=4)
+
+
+_split_plan = functools.lru_cache(maxsize=1024)(split_plan)  # the same few shapes, launched again and again
+_SPLIT_KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "TMA"}
+#: Pieces per tile at most: keeps piece * k_blocks and the slots' offsets far inside 32 bits.
+MAX_PIECES = 64
 
 
 def launch_split(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
                  num_sms: int | None = None, plan: tuple[int, int] | None = None) -> Launch:
     """Run ``split_kernel`` into ``out``. ``plan`` is (whole tiles, pieces per other tile); by
     default ``split_plan``'s for the configuration's tile and ``num_sms`` (the GPU's SMs). Without
-    ``config``, TMA loads where ``tma_refuses`` allows them (on a GPU)."""
+    ``config``, TMA loads where they can take A and W (on a GPU)."""
     M, N, K = ops.M, ops.N, ops.K
     num_sms = _programs(out, num_sms, config)
-    why = tma_refuses(ops, ops.a) or _zero_row_stride(ops)  # only A and W go through TMA: A stands in for C
+    why = _tma_takes(ops, ops.a)  # only A and W go through TMA: A stands in for C
     if config is None:
         config = SPLIT_INTERPRETER_CONFIG if not ON_GPU else SPLIT_CONFIGS[1] if why is None else SPLIT_CONFIGS[0]
     meta = config.kwargs
+    if set(meta) != _SPLIT_KEYS:
+        raise ValueError(f"launch_split takes configurations with exactly {sorted(_SPLIT_KEYS)} (gemm._spconfig), "
+                         f"got {sorted(meta)}")
     tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
     k_blocks = triton.cdiv(K, meta["BLOCK_K"])
-    whole, split = split_plan(tiles, k_blocks, num_sms) if plan is None else plan
-    for name, v, low, high in (("whole tiles", whole, 0, tiles - 1), ("pieces", split, 1, k_blocks)):
+    if plan is None:
+        plan = _split_plan(tiles, k_blocks, num_sms)
+    if not isinstance(plan, (tuple, list)) or len(plan) != 2:
+        raise TypeError(f"plan must be (whole tiles, pieces per other tile), got {plan!r}")
+    whole, split = plan
+    for name, v, low, high in (("whole tiles", whole, 0, tiles - 1),
+                               ("pieces", split, 1, min(k_blocks, MAX_PIECES))):
         if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
             raise ValueError(f"plan: {name} must be an int from {low} to {high}, got {v!r}")
     if meta["TMA"]:
@@ -620,13 +641,16 @@ def launch_split(ops: Operands, out: torch.Tensor, precise: bool, config: triton
             raise ValueError(why)
         _ensure_allocator()
     rest = tiles - whole
-    partials, arrivals = _streamk_workspace(out.device, rest * split * meta["BLOCK_M"] * meta["BLOCK_N"], rest)
-    ops, c = (ops, out) if meta["TMA"] else _pointer_safe(ops, out)
+    flags = ops.flags(precise)
+    # one float32 slot per piece of each split tile, one count per split tile; none used unsplit
+    partials, arrivals = _streamk_workspace(out.device, rest * split * meta["BLOCK_M"] * meta["BLOCK_N"]
+                                            if split > 1 else 1, rest if split > 1 else 1)
+    ops, c = _pointer_safe(ops, out)  # C is stored through pointers, TMA or not
     args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, M, N, K, num_sms, whole, split,
             ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
     try:
         launch = _launch(split_kernel, None, config, lambda m: (min(num_sms, whole + rest * split),), args,
-                         ops.flags(precise), config, K)
+                         flags, config, K)
     except BaseException:
         _workspaces.pop(_workspace_key(out.device), None)
         raise

@@ -155,6 +155,9 @@ def measure_or_load(shapes, names, recipes=("tensor", "row"), accumulations=("fa
     file. Without one: the same contenders' records from the H200's file, ``results/h200.json``."""
     from ._env import ON_GPU
 
+    for what, given in (("names", names), ("recipes", recipes), ("accumulations", accumulations)):
+        if isinstance(given, str):
+            raise TypeError(f"{what} must be a list of strings, got the string {given!r}")
     if ON_GPU:
         from .gemm import attach_configs
 

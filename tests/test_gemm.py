@@ -617,3 +617,51 @@ def test_split_plan():
     assert gemm.split_plan(132, 96, 132) == (0, 1)
     assert gemm.split_plan(96, 96, 132) == (0, 4)  # 384 pieces of 24 steps: 3 rounds, 72 steps
     assert gemm.split_plan(432, 96, 132) == (396, 3)  # 3 waves whole, the last 36 tiles in 3 pieces
+
+
+@pytest.mark.parametrize("kernel", ["tiled", "persistent", "streamk", "split", "tma"])
+def test_launches_refuse_block_wise_scales(kernel, gen, device):
+    """The launch functions apply per-tensor and per-row scales only: block-wise ones raise instead
+    of being read as something else (scaled_mm sends them to the reference kernel)."""
+    x = torch.randn(8, 256, generator=gen).to(device)
+    w = torch.randn(128, 256, generator=gen).to(device)
+    a, sa = fp8.quantize(x, "1x128")
+    wq, sw = fp8.quantize(w, "128x128")
+    ops = gemm.check_operands(a, wq.t(), sa, sw.t())
+    out = torch.empty(8, 128, dtype=torch.bfloat16, device=device)
+    with pytest.raises(ValueError, match="per-tensor and per-row scales only"):
+        getattr(gemm, f"launch_{kernel}")(ops, out, False)
+
+
+def test_split_refuses_foreign_configurations_and_plans(gen, device):
+    a, b, sa, sb = operands(16, 64, 24, "row", "row", gen, device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    out = torch.empty(16, 24, dtype=torch.bfloat16, device=device)
+    with pytest.raises(ValueError, match="launch_split takes configurations"):
+        gemm.launch_split(ops, out, False, config=gemm.STREAMK_INTERPRETER_CONFIG)
+    for plan in (3, (0, 1, 2)):
+        with pytest.raises(TypeError, match="plan must be"):
+            gemm.launch_split(ops, out, False, plan=plan)
+
+
+def test_streamk_and_split_share_their_workspace(gen, device):
+    """Both leave the arrival counts at zero, so they can follow one another on one stream."""
+    a, b, sa, sb = operands(40, 200, 72, "row", "tensor", gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    for launch, kw in [(gemm.launch_streamk, {}), (gemm.launch_split, dict(plan=(0, 3))), (gemm.launch_streamk, {}),
+                       (gemm.launch_split, dict(plan=(1, 2)))]:
+        out = fp8.poison(torch.empty(40, 72, dtype=torch.bfloat16, device=device))
+        launch(ops, out, False, num_sms=3, **kw)
+        assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), launch.__name__
+    assert int(gemm._workspaces[gemm._workspace_key(out.device)][1].abs().sum()) == 0
+
+
+def test_fixed_launch_returns_its_output(device):
+    from fp8_tutorial import contenders as C
+
+    p = C.make_problem(40, 64, 24, "row", device=device, seed=1)
+    run = gemm.fixed_launch(gemm.launch_persistent, p, num_sms=2)
+    out = run()
+    assert out.shape == (40, 24) and out.dtype == torch.bfloat16 and run() is out
+    assert fp8.rel_error(out, p.reference) < tolerance(torch.bfloat16, False)

@@ -168,3 +168,17 @@ def test_recorded_h200_results_hold_every_kernel_of_part_two():
                 found = {(r["M"], r["K"], r["N"]): r for r in data["records"] if r["key"] == key}
                 assert set(found) == set(C.SEED_SHAPES) | {(8192, 8192, 8192)}, key
                 assert all(r["ok"] and r["ratio"] > 0 for r in found.values()), key
+
+
+def test_measure_or_load_without_a_gpu_reads_the_h200_records():
+    if fp8.ON_GPU:
+        pytest.skip("on a GPU it measures: the chapters exercise that branch")
+    shapes = [(512, 3072, 12288), (8192, 8192, 8192)]
+    data, label = scoreboard.measure_or_load(shapes, ["cublas", "tiled"], accumulations=["fast"])
+    assert label.startswith("recorded on ")
+    assert {r["shape"] for r in data["records"]} == {"512x3072x12288", "8192x8192x8192"}
+    assert {r["contender"] for r in data["records"]} == {"cublas", "tiled"}
+    assert {r["accumulation"] for r in data["records"]} == {"fast"}
+    assert {r["recipe"] for r in data["records"]} == {"tensor", "row"}
+    with pytest.raises(TypeError, match="names must be a list of strings"):
+        scoreboard.measure_or_load(shapes, "tiled")
