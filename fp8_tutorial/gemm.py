@@ -517,6 +517,27 @@ def _streamk_workspace(device: torch.device, partial_elems: int, tiles: int) -> 
     return partials, arrivals
 
 
+def _launch_meeting(kernel, tuned, interpreter_config: triton.Config | None, grid, ops: Operands, out: torch.Tensor,
+                    precise: bool, workspace: tuple[int, int], schedule_args: tuple,
+                    config: triton.Config | None) -> Launch:
+    """Launch a kernel whose programs meet over partial tiles (stream-K, split-K in step): the
+    workspace of ``workspace`` = (partial elements, counts), the usual operands, then
+    ``schedule_args`` and the strides. C is stored through pointers, TMA or not."""
+    flags = ops.flags(precise)
+    partials, arrivals = _streamk_workspace(out.device, *workspace)
+    ops, c = _pointer_safe(ops, out)
+    args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, ops.M, ops.N, ops.K, *schedule_args,
+            ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
+    try:
+        launch = _launch(kernel, tuned, interpreter_config, grid, args, flags, config, ops.K)
+    except BaseException:  # a launch cut short may leave arrival counts behind: start afresh next time
+        _workspaces.pop(_workspace_key(out.device), None)
+        raise
+    if c is not out:
+        out.copy_(c)
+    return launch
+
+
 def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
                    num_sms: int | None = None, tma: bool | None = None) -> Launch:
     """Run ``streamk_kernel`` into ``out`` with one program per SM (``num_sms``: default the GPU's,
@@ -551,20 +572,9 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
 
     largest = max(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] for c in configs)
     programs = max(grid(c.kwargs)[0] for c in configs)
-    partials, arrivals = _streamk_workspace(out.device, 2 * programs * largest, max(tiles(c.kwargs) for c in configs))
-
-    ops, c = _pointer_safe(ops, out)  # C is stored through pointers, TMA or not
-    args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, M, N, K,
-            num_sms, ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
-    flags = ops.flags(precise)
-    try:
-        launch = _launch(streamk_kernel, tuned, interpreter_config, grid, args, flags, config, K)
-    except BaseException:  # a launch cut short may leave arrival counts behind: start afresh next time
-        _workspaces.pop(_workspace_key(out.device), None)
-        raise
-    if c is not out:
-        out.copy_(c)
-    return launch
+    workspace = (2 * programs * largest, max(tiles(c.kwargs) for c in configs))
+    return _launch_meeting(streamk_kernel, tuned, interpreter_config, grid, ops, out, precise, workspace, (num_sms,),
+                           config)
 
 
 # Below every other kernel: behind them on every shape measured (chapters 05 and 06).
@@ -641,22 +651,10 @@ def launch_split(ops: Operands, out: torch.Tensor, precise: bool, config: triton
             raise ValueError(why)
         _ensure_allocator()
     rest = tiles - whole
-    flags = ops.flags(precise)
     # one float32 slot per piece of each split tile, one count per split tile; none used unsplit
-    partials, arrivals = _streamk_workspace(out.device, rest * split * meta["BLOCK_M"] * meta["BLOCK_N"]
-                                            if split > 1 else 1, rest if split > 1 else 1)
-    ops, c = _pointer_safe(ops, out)  # C is stored through pointers, TMA or not
-    args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, M, N, K, num_sms, whole, split,
-            ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
-    try:
-        launch = _launch(split_kernel, None, config, lambda m: (min(num_sms, whole + rest * split),), args,
-                         flags, config, K)
-    except BaseException:
-        _workspaces.pop(_workspace_key(out.device), None)
-        raise
-    if c is not out:
-        out.copy_(c)
-    return launch
+    workspace = (rest * split * meta["BLOCK_M"] * meta["BLOCK_N"], rest) if split > 1 else (1, 1)
+    return _launch_meeting(split_kernel, None, config, lambda m: (min(num_sms, whole + rest * split),), ops, out,
+                           precise, workspace, (num_sms, whole, split), config)
 
 
 # ---- the TMA kernel ----------------------------------------------------------------------------
