@@ -615,8 +615,12 @@ def test_split_plan():
         whole, split = gemm.split_plan(tiles, k_blocks, programs)
         assert 0 <= whole < tiles and whole % programs == 0 and 1 <= split <= min(8, k_blocks)
     assert gemm.split_plan(132, 96, 132) == (0, 1)
-    assert gemm.split_plan(96, 96, 132) == (0, 4)  # 384 pieces of 24 steps: 3 rounds, 72 steps
+    assert gemm.split_plan(96, 96, 132) == (0, 1)  # 4 pieces: 3 rounds of 24 + 26 steps, more than 96
     assert gemm.split_plan(432, 96, 132) == (396, 3)  # 3 waves whole, the last 36 tiles in 3 pieces
+    assert gemm.split_plan(8, 4, 4) == (4, 1)  # a tie: the more whole tiles
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="must be an int of at least 1"):
+            gemm.split_plan(96, 96, bad)
 
 
 @pytest.mark.parametrize("kernel", ["tiled", "persistent", "streamk", "split", "tma"])

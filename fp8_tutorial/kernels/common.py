@@ -24,6 +24,19 @@ def grouped_tile(tile_id, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GR
 
 
 @triton.jit
+def operand_sources(a_ptr, b_ptr, M, N, K, stride_am, stride_bn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    BLOCK_K: tl.constexpr, TMA: tl.constexpr):
+    """What a K loop reads A (M, K) and W (N, K) from: with TMA, device-side descriptors of the two
+    K-major tensors with boxes of one K step of the tile (for ``accumulate_k_tma``); otherwise the
+    pointers themselves (for ``accumulate_k``)."""
+    if TMA:
+        return (tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]),
+                tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K]))
+    else:
+        return a_ptr, b_ptr
+
+
+@triton.jit
 def scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N,
                    ROW_A: tl.constexpr, ROW_B: tl.constexpr):
     """Multiply an fp32 tile by its dequantization scales: one per tensor, or one per row of A

@@ -9,7 +9,7 @@ from its first tile to its last.
 import triton
 import triton.language as tl
 
-from .common import accumulate_k, accumulate_k_tma, grouped_tile, scale_epilogue
+from .common import accumulate_k, accumulate_k_tma, grouped_tile, operand_sources, scale_epilogue
 
 
 @triton.jit
@@ -106,12 +106,7 @@ def streamk_kernel(
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     num_programs = tl.minimum(num_sms, num_tiles * k_blocks)  # the grid's size: no program without work
     pid = tl.program_id(0)
-    if TMA:
-        a_src = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
-        b_src = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
-    else:
-        a_src = a_ptr
-        b_src = b_ptr
+    a_src, b_src = operand_sources(a_ptr, b_ptr, M, N, K, stride_am, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, TMA)
     dp_tiles = 0
     if DATA_PARALLEL:
         dp_tiles = tl.maximum(num_tiles // num_programs - 1, 0) * num_programs
@@ -175,8 +170,9 @@ def split_kernel(
     order (the first piece of each of those tiles, then each second piece, ...). Units of work (a
     whole tile or a piece) go to the programs in turn, program p taking units p, p + P, ...
 
-    Programs that run together thus read one or two K slices of A and W, which the cache shares
-    among them, where stream-K's shares start anywhere in K. A piece's float32 partial tile goes to
+    Programs that run together thus read one or two K slices of A and W, where stream-K's shares
+    start anywhere in K (chapter 05 measures what that buys, and what the pieces cost). A piece's
+    float32 partial tile goes to
     its own slot of ``partials``; the last piece of a tile to finish (counted in ``arrivals``, which
     it resets to zero) sums the tile's slots in piece order, its own included, so the result does
     not depend on the order of arrival. ``arrivals`` must be zero before the launch, and at least
@@ -187,12 +183,7 @@ def split_kernel(
     rest = num_tiles - WHOLE_TILES
     units = WHOLE_TILES + rest * SPLIT
     num_programs = tl.minimum(num_sms, units)  # the grid's size
-    if TMA:
-        a_src = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
-        b_src = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
-    else:
-        a_src = a_ptr
-        b_src = b_ptr
+    a_src, b_src = operand_sources(a_ptr, b_ptr, M, N, K, stride_am, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, TMA)
     tile_offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     for unit in range(tl.program_id(0), units, num_programs):
         whole = unit < WHOLE_TILES

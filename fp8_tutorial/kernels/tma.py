@@ -12,7 +12,7 @@ every stride but the last to be a multiple of 16 bytes and the base 16-byte alig
 import triton
 import triton.language as tl
 
-from .common import accumulate_k_tma, grouped_tile, scale_epilogue
+from .common import accumulate_k_tma, grouped_tile, operand_sources, scale_epilogue
 
 
 @triton.jit
@@ -66,8 +66,7 @@ def tma_kernel(
 ):
     """C[M, N] = scale(A[M, K] @ B[K, N]) with A and W = B^T both K-major: the descriptors are
     built here, on the device, from pointers, shapes and strides."""
-    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
-    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[stride_bn, 1], block_shape=[BLOCK_N, BLOCK_K])
+    a_desc, b_desc = operand_sources(a_ptr, b_ptr, M, N, K, stride_am, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, True)
     SLICE_N: tl.constexpr = BLOCK_N // 2 if EPILOGUE_HALVES else BLOCK_N
     c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, SLICE_N])
     tma_tiles(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K, num_sms, BLOCK_M, BLOCK_N, BLOCK_K,
