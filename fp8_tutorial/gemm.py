@@ -29,6 +29,7 @@ from ._env import DEVICE, ON_GPU
 from .kernels.persistent import persistent_kernel, split_kernel, streamk_kernel
 from .kernels.tiled import tiled_kernel
 from .kernels.tma import tma_host_kernel, tma_kernel
+from .kernels.ws import ws_kernel
 from .quant import FP8_DTYPES, dequantize
 
 OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -667,9 +668,9 @@ def launch_split(ops: Operands, out: torch.Tensor, precise: bool, config: triton
 
 # ---- the TMA kernel ----------------------------------------------------------------------------
 
-def _tconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True, halves=False, ws=False):
+def _tconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True, halves=False):
     return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "PROGRAMS_PER_SM": per_sm,
-                          "FLATTEN": flatten, "EPILOGUE_HALVES": halves, "WARP_SPECIALIZE": ws},
+                          "FLATTEN": flatten, "EPILOGUE_HALVES": halves},
                          num_warps=warps, num_stages=stages)
 
 
@@ -678,17 +679,25 @@ def _tconfig(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True, halves=
 TMA_CONFIGS = [_tconfig(128, 256, 128, 8, 4, 1, halves=True), _tconfig(128, 128, 128, 8, 6, 1),
                _tconfig(128, 256, 128, 8, 3, 1, group_m=16)]
 TMA_INTERPRETER_CONFIG = _tconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False)
-# Warp specialization: DESIGN.md saw it happen with device-side descriptors, no flatten and 4 warps
-# (with 8 warps the compiler skipped it silently). With 5 or 6 stages (128x128x128, 128x256x64)
-# its results were wrong on the H200 (Triton 3.6: inf on every shape with M >= 2304): not in this
-# list. Chapter 07 tunes it.
-WS_CONFIGS = [_tconfig(128, 256, 128, 4, 3, 1, flatten=False, ws=True),
-              _tconfig(128, 128, 128, 4, 4, 1, flatten=False, ws=True)]
-WS_INTERPRETER_CONFIG = _tconfig(32, 32, 32, 4, 1, 1, group_m=4, flatten=False, ws=True)
+
+
+def _wsconfig(bm, bn, bk, stages, group_m=8):
+    """A configuration of ``ws_kernel``: always 4 warps (the compiler adds the other groups)."""
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
+                         num_warps=4, num_stages=stages)
+
+
+# Warp specialization (chapter 07): forms that came out of Triton 3.6 specialized and right on the
+# H200. Wrong there: 5 or more stages.
+WS_CONFIGS = [_wsconfig(128, 256, 128, 3), _wsconfig(128, 256, 128, 3, group_m=16), _wsconfig(256, 128, 128, 3),
+              _wsconfig(128, 128, 128, 4)]
+WS_INTERPRETER_CONFIG = _wsconfig(32, 32, 32, 1, group_m=4)
+WS_MAX_STAGES = 4
+_WS_KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"}
 
 
 _tma_tuned = _autotuned(tma_kernel, TMA_CONFIGS, [], prune=_prune_tma)
-_ws_tuned = _autotuned(tma_kernel, WS_CONFIGS, [], prune=_prune_tma)
+_ws_tuned = _autotuned(ws_kernel, WS_CONFIGS, [], prune=_prune_tma)
 
 
 def tma_refuses(ops: Operands, out: torch.Tensor) -> str | None:
@@ -721,10 +730,9 @@ def _ensure_allocator() -> None:
 
 
 def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
-               num_sms: int | None = None, warp_specialize: bool = False, host_descriptors: bool = False) -> Launch:
+               num_sms: int | None = None, host_descriptors: bool = False) -> Launch:
     """Run ``tma_kernel`` into ``out`` (autotuned on a GPU unless ``config`` is given); raises
-    ValueError where ``tma_refuses`` says TMA cannot take the operands. ``warp_specialize`` picks
-    the warp-specialized configurations (chapter 07). ``host_descriptors`` runs
+    ValueError where ``tma_refuses`` says TMA cannot take the operands. ``host_descriptors`` runs
     ``tma_host_kernel`` instead, with descriptors built here; it is not autotuned (the boxes are
     fixed before the launch): ``config`` defaults to the first configuration."""
     why = tma_refuses(ops, out)
@@ -741,8 +749,7 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
         tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
         return (min(tiles, num_sms * meta["PROGRAMS_PER_SM"]),)
 
-    tuned, interpreter_config = (_ws_tuned, WS_INTERPRETER_CONFIG) if warp_specialize else \
-        (_tma_tuned, TMA_INTERPRETER_CONFIG)
+    tuned, interpreter_config = _tma_tuned, TMA_INTERPRETER_CONFIG
     if not host_descriptors:
         return _launch(tma_kernel, tuned, interpreter_config, grid, args, flags, config)
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -778,12 +785,40 @@ def _tma(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_tma(ops, out, precise)
 
 
+def ws_refuses(config: triton.Config) -> str | None:
+    """Why ``ws_kernel`` should not run with ``config``, or None: the forms that Triton 3.6 does not
+    specialize, or specializes wrong, on the H200 (chapter 07)."""
+    if not isinstance(config, triton.Config):
+        return f"config must be a triton.Config, got {type(config).__name__}"
+    if set(config.kwargs) != _WS_KEYS:
+        return f"a ws_kernel configuration has the keys {sorted(_WS_KEYS)}, got {sorted(config.kwargs)}"
+    if config.num_warps != 4:
+        return (f"warp specialization needs num_warps=4 (the compiler adds a producer and a second consumer "
+                f"group); with {config.num_warps} Triton 3.6 does not specialize the loop")
+    if isinstance(config.num_stages, int) and config.num_stages > WS_MAX_STAGES:
+        return (f"warp-specialized loops with more than {WS_MAX_STAGES} stages gave wrong results on the H200 "
+                f"(Triton 3.6); got num_stages={config.num_stages}")
+    return None
+
+
 def launch_ws(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
               num_sms: int | None = None) -> Launch:
-    """``tma_kernel`` with its tile loop warp-specialized: ``launch_tma(..., warp_specialize=True)``."""
-    if config is not None and not config.kwargs.get("WARP_SPECIALIZE"):
-        raise ValueError("launch_ws takes warp-specialized configurations (WARP_SPECIALIZE=True)")
-    return launch_tma(ops, out, precise, config=config, num_sms=num_sms, warp_specialize=True)
+    """Run ``ws_kernel`` into ``out``: autotuned over ``WS_CONFIGS`` on a GPU unless ``config``
+    is given, which ``ws_refuses`` checks. Raises ValueError where TMA cannot take the operands."""
+    why = tma_refuses(ops, out) or (ws_refuses(config) if config is not None else None)
+    if why:
+        raise ValueError(why)
+    _ensure_allocator()
+    M, N, K = ops.M, ops.N, ops.K
+    num_sms = _programs(out, num_sms, config)
+    args = (ops.a, ops.b, out, *ops.packed_scales, M, N, K, num_sms, ops.a.stride(0), ops.b.stride(1), out.stride(0))
+
+    def grid(meta):
+        return (min(triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), num_sms),)
+
+    if config is not None:
+        config = fit_tma_config(config, out.element_size())
+    return _launch(ws_kernel, _ws_tuned, WS_INTERPRETER_CONFIG, grid, args, ops.flags(precise), config)
 
 
 # Below the tiled kernel until chapter 07 measures it.
@@ -901,7 +936,7 @@ def _register_contenders() -> None:
     contender("tiled", "fp8_tutorial.kernels.tiled: one program per tile")
     contender("persistent", "fp8_tutorial.kernels.persistent: one program per SM, walking tiles")
     contender("tma", "fp8_tutorial.kernels.tma: persistent, TMA loads and stores")
-    contender("ws", "fp8_tutorial.kernels.tma, warp-specialized: a TMA producer, wgmma consumers")
+    contender("ws", "fp8_tutorial.kernels.ws: the TMA kernel warp-specialized (a TMA producer, wgmma consumers)")
     contender("streamk", "fp8_tutorial.kernels.persistent.streamk_kernel: K iterations shared equally, "
                          "TMA loads where the 16-byte rule holds")
 

@@ -24,6 +24,7 @@ SCRIPT = textwrap.dedent("""
     from fp8_tutorial.kernels.persistent import persistent_kernel, streamk_kernel
     from fp8_tutorial.kernels.tiled import tiled_kernel
     from fp8_tutorial.kernels.tma import tma_host_kernel, tma_kernel
+    from fp8_tutorial.kernels.ws import ws_kernel
 
     def host_descriptors(meta):
         slice_n = meta["BLOCK_N"] // 2 if meta["EPILOGUE_HALVES"] else meta["BLOCK_N"]
@@ -39,7 +40,7 @@ SCRIPT = textwrap.dedent("""
              ("streamk-tma", streamk_kernel, gemm.STREAMK_TMA_CONFIGS, {}),
              ("tma", tma_kernel, gemm.TMA_CONFIGS, {}),
              ("tma-host", tma_host_kernel, gemm.TMA_CONFIGS, {}),
-             ("ws", tma_kernel, gemm.WS_CONFIGS, {})]
+             ("ws", ws_kernel, gemm.WS_CONFIGS, {})]
     flag_sets = [dict(ROW_A=True, ROW_B=True, PRECISE=False, EVEN_K=True),
                  dict(ROW_A=False, ROW_B=False, PRECISE=True, EVEN_K=False)]
     rows = []

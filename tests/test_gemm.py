@@ -196,17 +196,33 @@ def test_tma_matches_float64(M, K, N, recipes, gen, device):
     check_scaled_mm("tma", a, b, sa, sb, ref, torch.bfloat16, device)
 
 
-@pytest.mark.parametrize("M,K,N", [(1, 16, 8), (97, 256, 136)] + ([(4608, 3072, 12288), (1000, 1024, 1000)] if fp8.ON_GPU else []))
+@pytest.mark.parametrize("M,K,N", [(1, 16, 8), (97, 256, 136)] + ([(4608, 3072, 12288), (1000, 1040, 1000)] if fp8.ON_GPU else []))
 def test_warp_specialized_matches_float64(M, K, N, gen, device):
-    a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
-    ref = fp8.reference_mm(a, b, sa, sb)
+    """Each recipe on its own side: a scale applied to the wrong rows shows (on the H200 a variant of
+    this loop got per-row scales of A wrong, per tensor right)."""
+    for recipes in [("tensor", "tensor"), ("row", "tensor"), ("tensor", "row"), ("row", "row")]:
+        a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+        ref = fp8.reference_mm(a, b, sa, sb)
+        ops = gemm.check_operands(a, b, sa, sb)
+        for precise, out_dtype in [(False, torch.bfloat16), (True, torch.bfloat16), (False, torch.float32)]:
+            out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
+            gemm.launch_ws(ops, out, precise, config=first(gemm.WS_CONFIGS))
+            assert fp8.rel_error(out, ref) < tolerance(out_dtype, precise), (recipes, precise, out_dtype)
+
+
+def test_launch_ws_refuses_forms_that_are_not_specialized_or_wrong(device):
+    a, b, sa, sb = _ops(device)
     ops = gemm.check_operands(a, b, sa, sb)
-    for precise in (False, True):
-        out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-        gemm.launch_ws(ops, out, precise, config=first(gemm.WS_CONFIGS))
-        assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), precise
-    with pytest.raises(ValueError, match="warp-specialized configurations"):
-        gemm.launch_ws(ops, out, False, config=gemm.TMA_INTERPRETER_CONFIG)
+    out = torch.empty(8, 16, dtype=torch.bfloat16, device=device)
+    W = gemm._wsconfig
+    cases = [(gemm.TMA_INTERPRETER_CONFIG, "has the keys"),
+             (triton.Config(dict(W(32, 32, 32, 1).kwargs), num_warps=8, num_stages=3), "needs num_warps=4"),
+             (W(128, 128, 128, gemm.WS_MAX_STAGES + 1), "more than 4 stages gave wrong results"),
+             ("128x128", "must be a triton.Config")]
+    for config, message in cases:
+        with pytest.raises(ValueError, match=message):
+            gemm.launch_ws(ops, out, False, config=config)
+    assert all(gemm.ws_refuses(c) is None for c in gemm.WS_CONFIGS + [gemm.WS_INTERPRETER_CONFIG])
 
 
 def test_tma_epilogue_halves(gen, device):
@@ -403,11 +419,13 @@ def test_persistent_launches_check_their_grid(kernel, device):
             launch(ops, out, False, num_sms=bad)
     with pytest.raises(TypeError, match="num_sms must be an int"):
         launch(ops, out, False, num_sms=2.5)
-    if kernel in ("persistent", "tma", "ws"):
+    if kernel in ("persistent", "tma"):
         maker = gemm._pconfig if kernel == "persistent" else gemm._tconfig
-        config = maker(32, 32, 32, 4, 1, 0, ws=True) if kernel == "ws" else maker(32, 32, 32, 4, 1, 0)
         with pytest.raises(ValueError, match="PROGRAMS_PER_SM must be an int of at least 1"):
-            launch(ops, out, False, config=config, num_sms=2)
+            launch(ops, out, False, config=maker(32, 32, 32, 4, 1, 0), num_sms=2)
+    if kernel == "ws":
+        with pytest.raises(ValueError, match="GROUP_M must be an int of at least 1"):
+            launch(ops, out, False, config=gemm._wsconfig(32, 32, 32, 1, group_m=0), num_sms=2)
 
 
 def test_tma_configurations_are_cut_to_fit_shared_memory():

@@ -29,7 +29,7 @@ def tma_tiles(
     BLOCK_N / 2 columns), so that the epilogue's staging buffer in shared memory is half as large
     and may leave room for another pipeline stage. WARP_SPECIALIZE asks the compiler to split each
     program's warps into a producer that issues the TMA loads and consumers that issue the
-    ``wgmma`` and the epilogue (chapter 07).
+    ``wgmma`` and the epilogue (``ws.ws_kernel``, chapter 07).
     """
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     num_programs = tl.minimum(num_tiles, num_sms * PROGRAMS_PER_SM)
@@ -62,7 +62,6 @@ def tma_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     ROW_A: tl.constexpr, ROW_B: tl.constexpr, PRECISE: tl.constexpr,
     PROGRAMS_PER_SM: tl.constexpr, FLATTEN: tl.constexpr, EPILOGUE_HALVES: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr = False,
 ):
     """C[M, N] = scale(A[M, K] @ B[K, N]) with A and W = B^T both K-major: the descriptors are
     built here, on the device, from pointers, shapes and strides."""
@@ -70,7 +69,7 @@ def tma_kernel(
     SLICE_N: tl.constexpr = BLOCK_N // 2 if EPILOGUE_HALVES else BLOCK_N
     c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, SLICE_N])
     tma_tiles(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K, num_sms, BLOCK_M, BLOCK_N, BLOCK_K,
-              GROUP_M, ROW_A, ROW_B, PRECISE, PROGRAMS_PER_SM, FLATTEN, EPILOGUE_HALVES, WARP_SPECIALIZE)
+              GROUP_M, ROW_A, ROW_B, PRECISE, PROGRAMS_PER_SM, FLATTEN, EPILOGUE_HALVES, False)
 
 
 @triton.jit
@@ -80,9 +79,8 @@ def tma_host_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     ROW_A: tl.constexpr, ROW_B: tl.constexpr, PRECISE: tl.constexpr,
     PROGRAMS_PER_SM: tl.constexpr, FLATTEN: tl.constexpr, EPILOGUE_HALVES: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr = False,
 ):
     """The same, with descriptors built on the host (``TensorDescriptor.from_tensor``) and passed
     in as arguments: their box shapes must match the tile sizes, fixed before the launch."""
     tma_tiles(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K, num_sms, BLOCK_M, BLOCK_N, BLOCK_K,
-              GROUP_M, ROW_A, ROW_B, PRECISE, PROGRAMS_PER_SM, FLATTEN, EPILOGUE_HALVES, WARP_SPECIALIZE)
+              GROUP_M, ROW_A, ROW_B, PRECISE, PROGRAMS_PER_SM, FLATTEN, EPILOGUE_HALVES, False)
