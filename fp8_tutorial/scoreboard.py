@@ -288,3 +288,46 @@ def figure(data: dict, path: Path | None = None, title: str | None = None):
     if path is not None:
         fig.savefig(path, dpi=110, bbox_inches="tight")
     return fig
+
+
+def k_sweep(M: int, N: int, Ks, builders: dict, recipe: str = "tensor", reps: int = 20) -> dict[str, dict]:
+    """Separate the time that grows with K from the time that does not: each contender timed on
+    M x K x N for every K in ``Ks`` (one interleaved ``benchmark`` per K, each output checked
+    against float64 first), then ``time = intercept + K / rate`` fitted by least squares.
+    ``builders`` maps a name to ``build(problem) -> callable``. Returns, per name, the median
+    times (ms), the K loop's rate (TFLOP/s) and the intercept (µs)."""
+    import numpy as np
+
+    require_gpu("a K sweep")
+    times = {name: [] for name in builders}
+    for K in Ks:
+        p = C.make_problem(M, K, N, recipe)
+        fns = {name: build(p) for name, build in builders.items()}
+        for name, fn in fns.items():
+            err = rel_error(fn(), p.reference)
+            if not err < 1e-2:
+                raise AssertionError(f"{name} on {p.shape}: relative error {err:.2e}")
+        for name, r in benchmark(fns, flops=p.flops, reps=reps).items():
+            times[name].append(r.median_ms)
+        del p, fns
+    fits = {}
+    for name, ts in times.items():
+        slope, intercept = np.polyfit(list(Ks), ts, 1)
+        fits[name] = {"times_ms": ts, "rate_tflops": 2 * M * N / (slope * 1e-3) / 1e12,
+                      "intercept_us": intercept * 1e3}
+    return fits
+
+
+def plot_k_sweep(ax, M: int, N: int, Ks, fits: dict, recipe: str = "tensor") -> None:
+    """The measured times of ``k_sweep`` as points and its fitted lines, on ``ax``."""
+    import numpy as np
+
+    for name, f in fits.items():
+        ax.plot(Ks, f["times_ms"], "o", label=f"{name}: {f['rate_tflops']:.0f} TFLOP/s + {f['intercept_us']:.1f} µs")
+        slope = 2 * M * N / (f["rate_tflops"] * 1e12) * 1e3
+        ax.plot(Ks, np.polyval([slope, f["intercept_us"] * 1e-3], Ks), "--", lw=1, color=ax.lines[-1].get_color())
+    ax.set_xlabel("K")
+    ax.set_ylabel("median time (ms)")
+    ax.set_title(f"{M} x K x {N}, per {recipe}, fast accumulation: time against K", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
