@@ -668,7 +668,7 @@ def test_split_refuses_foreign_configurations_and_plans(gen, device):
 
 def test_streamk_and_split_share_their_workspace(gen, device):
     """Both leave the arrival counts at zero, so they can follow one another on one stream."""
-    a, b, sa, sb = operands(40, 200, 72, "row", "tensor", gen, device)
+    a, b, sa, sb = operands(40, 400, 72, "row", "tensor", gen, device)  # 4 K blocks of 128: 3 pieces
     ref = fp8.reference_mm(a, b, sa, sb)
     ops = gemm.check_operands(a, b, sa, sb)
     for launch, kw in [(gemm.launch_streamk, {}), (gemm.launch_split, dict(plan=(0, 3))), (gemm.launch_streamk, {}),
