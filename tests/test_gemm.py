@@ -668,12 +668,12 @@ def test_split_refuses_foreign_configurations_and_plans(gen, device):
 
 def test_streamk_and_split_share_their_workspace(gen, device):
     """Both leave the arrival counts at zero, so they can follow one another on one stream."""
-    a, b, sa, sb = operands(40, 400, 72, "row", "tensor", gen, device)  # 4 K blocks of 128: 3 pieces
+    a, b, sa, sb = operands(200, 400, 264, "row", "tensor", gen, device)  # 6 tiles, 4 K blocks on a GPU
     ref = fp8.reference_mm(a, b, sa, sb)
     ops = gemm.check_operands(a, b, sa, sb)
     for launch, kw in [(gemm.launch_streamk, {}), (gemm.launch_split, dict(plan=(0, 3))), (gemm.launch_streamk, {}),
                        (gemm.launch_split, dict(plan=(1, 2)))]:
-        out = fp8.poison(torch.empty(40, 72, dtype=torch.bfloat16, device=device))
+        out = fp8.poison(torch.empty(200, 264, dtype=torch.bfloat16, device=device))
         launch(ops, out, False, num_sms=3, **kw)
         assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), launch.__name__
     assert int(gemm._workspaces[gemm._workspace_key(out.device)][1].abs().sum()) == 0
