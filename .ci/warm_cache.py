@@ -37,8 +37,10 @@ def jobs():
             for precise in (False, True):
                 out.append((f"{name} {gemm.describe_config(c)}", precise,
                             lambda o, y, p, launch=launch, c=c: launch(o, y, p, config=c)))
-    for precise in (False, True):
-        out.append(("tma host descriptors", precise, lambda o, y, p: gemm.launch_tma(o, y, p, host_descriptors=True)))
+    for c in gemm.TMA_CONFIGS:  # launch_tma times host-side descriptors with each configuration
+        for precise in (False, True):
+            out.append((f"tma host descriptors {gemm.describe_config(c)}", precise,
+                        lambda o, y, p, c=c: gemm.launch_tma(o, y, p, config=c, host_descriptors=True)))
     # configurations the chapters time by name (fast accumulation only)
     extra = [("tiled split-K 2", lambda o, y, p: gemm.launch_tiled(o, y, p, split_k=2, config=gemm.SPLIT_K_CONFIGS[0])),
              ("persistent 64x128", lambda o, y, p: gemm.launch_persistent(o, y, p, config=P(64, 128, 128, 4, 4, 2))),

@@ -369,12 +369,14 @@ def config_dict(config: triton.Config) -> dict:
 def describe_config(config: triton.Config | dict) -> str:
     k = config_dict(config) if isinstance(config, triton.Config) else config
     return (f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} tiles, GROUP_M {k['GROUP_M']}, "
-            f"{k['num_warps']} warps, {k['num_stages']} stages")
+            f"{k['num_warps']} warps, {k['num_stages']} stages" + (", host-side descriptors" if k.get("host_descriptors")
+                                                                  else ""))
 
 
 def tuned_configs() -> list[dict]:
     """What the autotuners chose so far in this process: one entry per kernel and problem seen
-    (``kernel``: tiled, split-k, persistent, streamk, streamk-tma, tma or ws)."""
+    (``kernel``: tiled, split-k, persistent, streamk, streamk-tma, tma or ws); for the TMA kernel,
+    ``launch_tma``'s choice (``host_descriptors`` says which route) comes first."""
     found = []
     for name, tuner in _tuners().items():
         if tuner is None:
@@ -385,6 +387,9 @@ def tuned_configs() -> list[dict]:
                               row_b=named["ROW_B"], precise=named["PRECISE"],
                               split_k=named["SPLIT_K"] if name == "split-k" else 1,
                               dtypes=tuple(key[len(tuner.keys):]), config=config))
+    for (M, N, K, row_a, row_b, precise, _, a_dtype, out_dtype), (host, config) in _tma_routes.items():
+        found.insert(0, dict(kernel="tma", M=M, N=N, K=K, row_a=row_a, row_b=row_b, precise=precise, split_k=1,
+                             dtypes=(str(a_dtype), str(out_dtype)), config=config, host_descriptors=host))
     return found
 
 
@@ -399,13 +404,14 @@ def attach_configs(records: list[dict]) -> None:
     chosen = {}
     for t in tuned_configs():  # benchmark records are of bf16 outputs
         if t["split_k"] == 1 and "torch.bfloat16" in t["dtypes"]:
-            chosen.setdefault((t["kernel"], t["M"], t["N"], t["K"], t["row_a"], t["precise"]), t["config"])
+            config = dict(config_dict(t["config"]), **({"host_descriptors": True} if t.get("host_descriptors") else {}))
+            chosen.setdefault((t["kernel"], t["M"], t["N"], t["K"], t["row_a"], t["precise"]), config)
     for r in records:
         names = ["streamk-tma", "streamk"] if r["contender"] == "streamk" else [r["contender"]]
         for name in names:
             config = chosen.get((name, r["M"], r["N"], r["K"], r["recipe"] == "row", r["accumulation"] == "precise"))
             if config is not None:
-                r["config"] = config_dict(config)
+                r["config"] = config
                 break
 
 
@@ -729,40 +735,62 @@ def _ensure_allocator() -> None:
         _allocator_set = True
 
 
+# Which descriptors and configuration launch_tma chose for each problem seen on this GPU:
+# key -> (host-side descriptors?, configuration).
+_tma_routes: dict[tuple, tuple[bool, triton.Config]] = {}
+
+
 def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
                num_sms: int | None = None, host_descriptors: bool = False) -> Launch:
-    """Run ``tma_kernel`` into ``out`` (autotuned on a GPU unless ``config`` is given); raises
-    ValueError where ``tma_refuses`` says TMA cannot take the operands. ``host_descriptors`` runs
-    ``tma_host_kernel`` instead, with descriptors built here; it is not autotuned (the boxes are
-    fixed before the launch): ``config`` defaults to the first configuration."""
+    """Run the TMA kernel into ``out``; raises ValueError where ``tma_refuses`` says TMA cannot
+    take the operands. With ``config``, ``tma_kernel`` (descriptors built on the device) runs it,
+    or ``tma_host_kernel`` (descriptors built here) with ``host_descriptors``; host-side
+    descriptors without a configuration take the first one. With neither, on a GPU, the first
+    launch for a problem times both routes (device-side descriptors with the autotuner's choice,
+    host-side ones with each configuration) and keeps the faster for the problem."""
     why = tma_refuses(ops, out)
     if why:
         raise ValueError(why)
     _ensure_allocator()
     M, N, K = ops.M, ops.N, ops.K
     num_sms = _programs(out, num_sms, config)
-    args = (ops.a, ops.b, out, *ops.packed_scales, M, N, K, num_sms,
-            ops.a.stride(0), ops.b.stride(1), out.stride(0))
     flags = ops.flags(precise)
 
     def grid(meta):
         tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
         return (min(tiles, num_sms * meta["PROGRAMS_PER_SM"]),)
 
-    tuned, interpreter_config = _tma_tuned, TMA_INTERPRETER_CONFIG
-    if not host_descriptors:
-        return _launch(tma_kernel, tuned, interpreter_config, grid, args, flags, config)
-    from triton.tools.tensor_descriptor import TensorDescriptor
+    def on_device(cfg):
+        args = (ops.a, ops.b, out, *ops.packed_scales, M, N, K, num_sms, ops.a.stride(0), ops.b.stride(1),
+                out.stride(0))
+        return _launch(tma_kernel, _tma_tuned, TMA_INTERPRETER_CONFIG, grid, args, flags, cfg)
 
-    if config is None:
-        config = fit_tma_config(tuned.configs[0], out.element_size()) if tuned else interpreter_config
-    meta = config.kwargs
-    slice_n = meta["BLOCK_N"] // 2 if meta["EPILOGUE_HALVES"] else meta["BLOCK_N"]
-    descriptors = (TensorDescriptor.from_tensor(ops.a, [meta["BLOCK_M"], meta["BLOCK_K"]]),
-                   TensorDescriptor.from_tensor(ops.b.t(), [meta["BLOCK_N"], meta["BLOCK_K"]]),
-                   TensorDescriptor.from_tensor(out, [meta["BLOCK_M"], slice_n]))
-    return _launch(tma_host_kernel, None, config, grid, (*descriptors, *ops.packed_scales, M, N, K, num_sms),
-                   flags, config)
+    def on_host(cfg):
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        meta = cfg.kwargs
+        slice_n = meta["BLOCK_N"] // 2 if meta["EPILOGUE_HALVES"] else meta["BLOCK_N"]
+        descriptors = (TensorDescriptor.from_tensor(ops.a, [meta["BLOCK_M"], meta["BLOCK_K"]]),
+                       TensorDescriptor.from_tensor(ops.b.t(), [meta["BLOCK_N"], meta["BLOCK_K"]]),
+                       TensorDescriptor.from_tensor(out, [meta["BLOCK_M"], slice_n]))
+        return _launch(tma_host_kernel, None, cfg, grid, (*descriptors, *ops.packed_scales, M, N, K, num_sms),
+                       flags, cfg)
+
+    if host_descriptors:
+        if config is None:
+            config = fit_tma_config(TMA_CONFIGS[0], out.element_size()) if ON_GPU else TMA_INTERPRETER_CONFIG
+        return on_host(config)
+    if config is not None or _tma_tuned is None:
+        return on_device(config)
+    key = (M, N, K, *flags.values(), num_sms, ops.a.dtype, out.dtype)
+    if key not in _tma_routes:
+        candidates = [(False, on_device(None).config)]  # the autotuner's choice, device-side descriptors
+        candidates += [(True, c) for c in _prune_tma(TMA_CONFIGS, dict(M=M, N=N, c_ptr=out))]
+        times = [_tuning_bench(lambda host=host, c=c: (on_host if host else on_device)(c), None)
+                 for host, c in candidates]
+        _tma_routes[key] = candidates[times.index(min(times))]
+    host, chosen = _tma_routes[key]
+    return on_host(chosen) if host else on_device(chosen)
 
 
 def _zero_row_stride(ops: Operands) -> str | None:

@@ -326,9 +326,28 @@ def test_every_configuration(kernel, gen, device):
     ops = gemm.check_operands(a, b, sa, sb)
     launch = getattr(gemm, f"launch_{kernel.split('-')[0]}")
     for config in getattr(gemm, CONFIG_LISTS[kernel]):
-        out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-        launch(ops, out, False, config=config)
-        assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), gemm.describe_config(config)
+        for host in (False, True) if kernel == "tma" else (False,):  # launch_tma may choose either route
+            out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+            launch(ops, out, False, config=config, **({"host_descriptors": True} if host else {}))
+            assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), (gemm.describe_config(config), host)
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="the routes are timed on a GPU")
+def test_launch_tma_keeps_the_faster_route(gen, device):
+    """Without a configuration, launch_tma times device-side descriptors (autotuned) against
+    host-side ones (each configuration) once per problem, and says which it kept."""
+    M, K, N = 1000, 1040, 1000
+    for recipes, out_dtype in [(("row", "row"), torch.bfloat16), (("tensor", "row"), torch.float32)]:
+        a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+        ops = gemm.check_operands(a, b, sa, sb)
+        for _ in range(2):  # the second launch takes the recorded route
+            out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
+            launch = gemm.launch_tma(ops, out, False)
+            assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(out_dtype, False)
+        chosen = [t for t in gemm.tuned_configs() if t["kernel"] == "tma" and (t["M"], t["N"], t["K"]) == (M, N, K)
+                  and t["dtypes"][-1] == str(out_dtype) and "host_descriptors" in t]
+        assert len(chosen) == 1 and chosen[0]["config"].kwargs == launch.config.kwargs
+        assert gemm.tma_shared_bytes(launch.config, out.element_size()) <= schedule.SMEM_PER_PROGRAM_MAX
 
 
 @pytest.mark.parametrize("kernel", ["tiled", "persistent", "streamk", "tma", "ws", "auto"])
