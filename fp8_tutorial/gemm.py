@@ -735,6 +735,30 @@ def _ensure_allocator() -> None:
         _allocator_set = True
 
 
+def _tma_setup(ops: Operands, out: torch.Tensor, num_sms, config: triton.Config | None) -> int:
+    """What every launch through TMA does first: refuse what the 16-byte rule refuses, give Triton
+    the scratch allocator that device-side descriptors need, and return the SM count to plan for."""
+    why = tma_refuses(ops, out)
+    if why:
+        raise ValueError(why)
+    _ensure_allocator()
+    return _programs(out, num_sms, config)
+
+
+def tma_args(ops: Operands, out: torch.Tensor, num_sms: int) -> tuple:
+    """The arguments ``tma_kernel`` and ``ws_kernel`` take before their constexprs."""
+    return (ops.a, ops.b, out, *ops.packed_scales, ops.M, ops.N, ops.K, num_sms, ops.a.stride(0), ops.b.stride(1),
+            out.stride(0))
+
+
+def tma_grid(M: int, N: int, num_sms: int):
+    """The grid of a persistent launch: one program per SM (or PROGRAMS_PER_SM), never more than tiles."""
+    def grid(meta):
+        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+        return (min(tiles, num_sms * meta.get("PROGRAMS_PER_SM", 1)),)
+    return grid
+
+
 # Which descriptors and configuration launch_tma chose for each problem seen on this GPU:
 # key -> (host-side descriptors?, configuration).
 _tma_routes: dict[tuple, tuple[bool, triton.Config]] = {}
@@ -748,22 +772,13 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
     descriptors without a configuration take the first one. With neither, on a GPU, the first
     launch for a problem times both routes (device-side descriptors with the autotuner's choice,
     host-side ones with each configuration) and keeps the faster for the problem."""
-    why = tma_refuses(ops, out)
-    if why:
-        raise ValueError(why)
-    _ensure_allocator()
+    num_sms = _tma_setup(ops, out, num_sms, config)
     M, N, K = ops.M, ops.N, ops.K
-    num_sms = _programs(out, num_sms, config)
     flags = ops.flags(precise)
-
-    def grid(meta):
-        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
-        return (min(tiles, num_sms * meta["PROGRAMS_PER_SM"]),)
+    grid = tma_grid(M, N, num_sms)
 
     def on_device(cfg):
-        args = (ops.a, ops.b, out, *ops.packed_scales, M, N, K, num_sms, ops.a.stride(0), ops.b.stride(1),
-                out.stride(0))
-        return _launch(tma_kernel, _tma_tuned, TMA_INTERPRETER_CONFIG, grid, args, flags, cfg)
+        return _launch(tma_kernel, _tma_tuned, TMA_INTERPRETER_CONFIG, grid, tma_args(ops, out, num_sms), flags, cfg)
 
     def on_host(cfg):
         from triton.tools.tensor_descriptor import TensorDescriptor
@@ -833,20 +848,14 @@ def launch_ws(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Co
               num_sms: int | None = None) -> Launch:
     """Run ``ws_kernel`` into ``out``: autotuned over ``WS_CONFIGS`` on a GPU unless ``config``
     is given, which ``ws_refuses`` checks. Raises ValueError where TMA cannot take the operands."""
-    why = tma_refuses(ops, out) or (ws_refuses(config) if config is not None else None)
+    why = ws_refuses(config) if config is not None else None
     if why:
         raise ValueError(why)
-    _ensure_allocator()
-    M, N, K = ops.M, ops.N, ops.K
-    num_sms = _programs(out, num_sms, config)
-    args = (ops.a, ops.b, out, *ops.packed_scales, M, N, K, num_sms, ops.a.stride(0), ops.b.stride(1), out.stride(0))
-
-    def grid(meta):
-        return (min(triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), num_sms),)
-
+    num_sms = _tma_setup(ops, out, num_sms, config)
     if config is not None:
         config = fit_tma_config(config, out.element_size())
-    return _launch(ws_kernel, _ws_tuned, WS_INTERPRETER_CONFIG, grid, args, ops.flags(precise), config)
+    return _launch(ws_kernel, _ws_tuned, WS_INTERPRETER_CONFIG, tma_grid(ops.M, ops.N, num_sms),
+                   tma_args(ops, out, num_sms), ops.flags(precise), config)
 
 
 # Below the tiled kernel: chapter 07 measured it at 0.80 to 0.98x the best kernel without it.
