@@ -452,6 +452,15 @@ def _programs(out: torch.Tensor, num_sms, config: triton.Config | None) -> int:
     return num_sms
 
 
+def persistent_grid(M: int, N: int, num_sms: int):
+    """The grid of a persistent launch: num_sms x PROGRAMS_PER_SM programs (1 per SM where the
+    configuration does not say), never more than there are tiles."""
+    def grid(meta):
+        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+        return (min(tiles, num_sms * meta.get("PROGRAMS_PER_SM", 1)),)
+    return grid
+
+
 def launch_persistent(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
                       num_sms: int | None = None) -> Launch:
     """Run ``persistent_kernel`` into ``out``: autotuned on a GPU unless ``config`` is given.
@@ -464,14 +473,8 @@ def launch_persistent(ops: Operands, out: torch.Tensor, precise: bool, config: t
     ops, c = _pointer_safe(ops, out)
     args = (ops.a, ops.b, c, *ops.packed_scales, M, N, K, num_sms,
             ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
-    flags = ops.flags(precise)
-
-    def grid(meta):
-        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
-        return (min(tiles, num_sms * meta["PROGRAMS_PER_SM"]),)
-
-    launch = _launch(persistent_kernel, _persistent_tuned, PERSISTENT_INTERPRETER_CONFIG, grid, args, flags,
-                     config, K)
+    launch = _launch(persistent_kernel, _persistent_tuned, PERSISTENT_INTERPRETER_CONFIG,
+                     persistent_grid(M, N, num_sms), args, ops.flags(precise), config, K)
     if c is not out:
         out.copy_(c)
     return launch
@@ -751,14 +754,6 @@ def tma_args(ops: Operands, out: torch.Tensor, num_sms: int) -> tuple:
             out.stride(0))
 
 
-def tma_grid(M: int, N: int, num_sms: int):
-    """The grid of a persistent launch: one program per SM (or PROGRAMS_PER_SM), never more than tiles."""
-    def grid(meta):
-        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
-        return (min(tiles, num_sms * meta.get("PROGRAMS_PER_SM", 1)),)
-    return grid
-
-
 # Which descriptors and configuration launch_tma chose for each problem seen on this GPU:
 # key -> (host-side descriptors?, configuration).
 _tma_routes: dict[tuple, tuple[bool, triton.Config]] = {}
@@ -775,7 +770,7 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
     num_sms = _tma_setup(ops, out, num_sms, config)
     M, N, K = ops.M, ops.N, ops.K
     flags = ops.flags(precise)
-    grid = tma_grid(M, N, num_sms)
+    grid = persistent_grid(M, N, num_sms)
 
     def on_device(cfg):
         return _launch(tma_kernel, _tma_tuned, TMA_INTERPRETER_CONFIG, grid, tma_args(ops, out, num_sms), flags, cfg)
@@ -854,7 +849,7 @@ def launch_ws(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Co
     num_sms = _tma_setup(ops, out, num_sms, config)
     if config is not None:
         config = fit_tma_config(config, out.element_size())
-    return _launch(ws_kernel, _ws_tuned, WS_INTERPRETER_CONFIG, tma_grid(ops.M, ops.N, num_sms),
+    return _launch(ws_kernel, _ws_tuned, WS_INTERPRETER_CONFIG, persistent_grid(ops.M, ops.N, num_sms),
                    tma_args(ops, out, num_sms), ops.flags(precise), config)
 
 
