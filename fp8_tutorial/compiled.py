@@ -62,6 +62,31 @@ def compile_for(kernel, constexprs: dict, *, num_warps: int, num_stages: int, po
                           options={"num_warps": num_warps, "num_stages": num_stages})
 
 
+def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "bf16", capability: int = 90):
+    """Compile one of ``gemm``'s Gluon kernels (``gemm.GLUON_CONFIGS``: tile sizes, GROUP_M,
+    warps, ring depth) for fp8 e4m3 operands, host-side descriptors and an output of dtype ``out``
+    ("bf16", "fp16" or "fp32"), with ``flags`` (ROW_A, ROW_B, PRECISE)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    k = config.kwargs
+    out_ty = {"bf16": gl.bfloat16, "fp16": gl.float16, "fp32": gl.float32}[out]
+    blocks = {"a_desc": ("fp8e4nv", [k["BLOCK_M"], k["BLOCK_K"]], gl.float8e4nv),
+              "b_desc": ("fp8e4nv", [k["BLOCK_N"], k["BLOCK_K"]], gl.float8e4nv),
+              "c_desc": (out, [k["BLOCK_M"], k["BLOCK_N"]], out_ty)}
+    signature = {name: f"tensordesc<{ty}[{shape[0]}, {shape[1]}],"
+                       f"{gl.NVMMASharedLayout.get_default_for(shape, dtype)!r}>"
+                 for name, (ty, shape, dtype) in blocks.items()}
+    signature.update(scale_a_ptr="*fp32", scale_b_ptr="*fp32", M="i32", N="i32", K="i32")
+    values = dict(GROUP_M=k["GROUP_M"], STAGES=config.num_stages, **flags, num_warps=config.num_warps)
+    signature.update({name: "constexpr" for name in values})
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names) if name.endswith("_ptr")}
+    source = GluonASTSource(fn=kernel, signature=signature, constexprs=values, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", capability, 32),
+                          options={"num_warps": config.num_warps, "maxnreg": maxnreg})
+
+
 def summary(k) -> dict:
     """Counted from the compiled code: static instruction counts, not executions."""
     ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]

@@ -30,6 +30,7 @@ from .kernels.persistent import persistent_kernel, split_kernel, streamk_kernel
 from .kernels.tiled import tiled_kernel
 from .kernels.tma import tma_host_kernel, tma_kernel
 from .kernels.ws import ws_kernel
+from .kernels.ws_gluon import gluon_pingpong_kernel, gluon_ws_kernel
 from .quant import FP8_DTYPES, dequantize
 
 OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -368,14 +369,14 @@ def config_dict(config: triton.Config) -> dict:
 
 def describe_config(config: triton.Config | dict) -> str:
     k = config_dict(config) if isinstance(config, triton.Config) else config
-    return (f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} tiles, GROUP_M {k['GROUP_M']}, "
+    return ((f"{k['KIND']}, " if "KIND" in k else "") + f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} tiles, GROUP_M {k['GROUP_M']}, "
             f"{k['num_warps']} warps, {k['num_stages']} stages" + (", host-side descriptors" if k.get("host_descriptors")
                                                                   else ""))
 
 
 def tuned_configs() -> list[dict]:
     """What the autotuners chose so far in this process: one entry per kernel and problem seen
-    (``kernel``: tiled, split-k, persistent, streamk, streamk-tma, tma or ws); for the TMA kernel,
+    (``kernel``: tiled, split-k, persistent, streamk, streamk-tma, tma, ws or gluon); for the TMA kernel,
     ``launch_tma``'s choice (``host_descriptors`` says which route) comes first."""
     found = []
     for name, tuner in _tuners().items():
@@ -387,6 +388,9 @@ def tuned_configs() -> list[dict]:
                               row_b=named["ROW_B"], precise=named["PRECISE"],
                               split_k=named["SPLIT_K"] if name == "split-k" else 1,
                               dtypes=tuple(key[len(tuner.keys):]), config=config))
+    for (M, N, K, row_a, row_b, precise, _, a_dtype, out_dtype), config in _gluon_choice.items():
+        found.append(dict(kernel="gluon", M=M, N=N, K=K, row_a=row_a, row_b=row_b, precise=precise, split_k=1,
+                          dtypes=(str(a_dtype), str(out_dtype)), config=config))
     for (M, N, K, row_a, row_b, precise, _, a_dtype, out_dtype), (host, config) in _tma_routes.items():
         found.insert(0, dict(kernel="tma", M=M, N=N, K=K, row_a=row_a, row_b=row_b, precise=precise, split_k=1,
                              dtypes=(str(a_dtype), str(out_dtype)), config=config, host_descriptors=host))
@@ -859,6 +863,147 @@ def _ws(ops: Operands, out: torch.Tensor, precise: bool) -> None:
     launch_ws(ops, out, precise)
 
 
+# ---- warp specialization by hand, in Gluon (chapter 07) ------------------------------------------
+
+def _gluonconfig(kind, bm, bn, bk, stages, group_m=8, warps=4):
+    return triton.Config({"KIND": kind, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
+                         num_warps=warps, num_stages=stages)
+
+
+# num_warps counts the consumer warps of the default partition (the producer's warp group comes on
+# top); num_stages is the ring's depth. From a sweep on the nine shapes on the H200 (chapter 07),
+# each the best of the Gluon kernels on some shape.
+GLUON_CONFIGS = [_gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps=8),
+                 _gluonconfig("cooperative", 128, 256, 64, 6, warps=8),
+                 _gluonconfig("cooperative", 128, 128, 128, 6),
+                 _gluonconfig("pingpong", 128, 128, 128, 5, group_m=16),
+                 _gluonconfig("pingpong", 128, 128, 128, 5)]
+GLUON_KERNELS = {"cooperative": gluon_ws_kernel, "pingpong": gluon_pingpong_kernel}
+
+
+def gluon_shared_bytes(config: triton.Config, out_bytes: int) -> int:
+    """Shared memory of a Gluon kernel: the ring, the output tile (one per consumer group in
+    ping-pong) and the barriers."""
+    k = config.kwargs
+    ring = config.num_stages * (k["BLOCK_M"] + k["BLOCK_N"]) * k["BLOCK_K"]
+    outs = (2 if k["KIND"] == "pingpong" else 1) * k["BLOCK_M"] * k["BLOCK_N"] * out_bytes
+    return ring + outs + 8 * (2 * config.num_stages + 2)
+
+
+def gluon_refuses(config: triton.Config, out_bytes: int = 2) -> str | None:
+    """Why the Gluon kernels cannot run ``config`` (for an output of ``out_bytes`` per element), or None."""
+    if not isinstance(config, triton.Config):
+        return f"config must be a triton.Config, got {type(config).__name__}"
+    k = config.kwargs
+    if set(k) != _WS_KEYS | {"KIND"} or k["KIND"] not in GLUON_KERNELS:
+        return (f"a Gluon configuration has the keys {sorted(_WS_KEYS | {'KIND'})}, KIND one of "
+                f"{sorted(GLUON_KERNELS)}; got {k}")
+    _check_config(triton.Config({n: v for n, v in k.items() if n != "KIND"}, num_warps=config.num_warps,
+                                num_stages=config.num_stages))
+    warps = (4, 8) if k["KIND"] == "cooperative" else (4,)
+    if config.num_warps not in warps:
+        return f"the {k['KIND']} kernel takes {' or '.join(map(str, warps))} consumer warps, got {config.num_warps}"
+    if k["BLOCK_M"] % (16 * config.num_warps) or k["BLOCK_N"] > 256 or k["BLOCK_K"] < 32:
+        return (f"wgmma needs BLOCK_M a multiple of 16 x num_warps ({16 * config.num_warps}), BLOCK_N at most 256 "
+                f"and BLOCK_K at least 32; got {k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']}")
+    per_thread = k["BLOCK_M"] * k["BLOCK_N"] // (32 * config.num_warps)
+    if per_thread > 128:
+        return (f"the accumulator would take {per_thread} registers per thread (at most 128 leave room for the "
+                f"rest): use more warps or a smaller tile")
+    if config.num_stages < 2:
+        return f"the ring needs at least 2 buffers, got num_stages={config.num_stages}"
+    need = gluon_shared_bytes(config, out_bytes)
+    if need > schedule.SMEM_PER_PROGRAM_MAX:
+        return (f"{need // 1024} KiB of shared memory with {out_bytes}-byte outputs, more than the "
+                f"{schedule.SMEM_PER_PROGRAM_MAX // 1024} KiB a program may have: fewer stages")
+    return None
+
+
+def gluon_maxnreg(config: triton.Config) -> int:
+    """The registers per thread to compile for: the register file (64K) is shared by the consumer
+    warps, the producer's warp group and, in ping-pong, the second consumer group; the partitions
+    then move registers among themselves with setmaxnreg."""
+    warps = config.num_warps + (8 if config.kwargs["KIND"] == "pingpong" else 4)
+    return min(255, 65536 // (32 * warps) // 8 * 8)
+
+
+def fit_gluon_config(config: triton.Config, out_bytes: int) -> triton.Config:
+    """``config`` with as many ring buffers as fit beside an output tile of ``out_bytes`` per element."""
+    fitted = config
+    while gluon_shared_bytes(fitted, out_bytes) > schedule.SMEM_PER_PROGRAM_MAX and fitted.num_stages > 2:
+        fitted = triton.Config(dict(fitted.kwargs), num_warps=fitted.num_warps, num_stages=fitted.num_stages - 1)
+    return fitted
+
+
+_GLUON_OUT = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
+
+
+def gluon_takes(ops: Operands, out: torch.Tensor) -> str | None:
+    """Why the Gluon kernels cannot take this problem, or None: they need a Hopper GPU (Triton's
+    interpreter cannot run Gluon) and what TMA needs."""
+    if not ON_GPU or not out.is_cuda:
+        return "the Gluon kernels run on a Hopper GPU only: Triton's interpreter cannot run Gluon"
+    if torch.cuda.get_device_capability(out.device)[0] != 9:
+        return "the Gluon kernels use Hopper's wgmma and setmaxnreg: they need compute capability 9.x"
+    if out.dtype not in _GLUON_OUT:
+        return f"the Gluon kernels write bfloat16, float16 or float32, got {out.dtype}"
+    return _tma_takes(ops, out)
+
+
+# Which configuration launch_gluon chose for each problem seen on this GPU.
+_gluon_choice: dict[tuple, triton.Config] = {}
+
+
+def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
+                 num_sms: int | None = None) -> Launch:
+    """Run a Gluon kernel (``config``'s KIND: cooperative or pingpong) into ``out``, descriptors
+    built here; without ``config``, the first launch for a problem times each of GLUON_CONFIGS
+    (cut to the stages that fit) and keeps the fastest. Raises ValueError where ``gluon_takes``
+    or ``gluon_refuses`` says no."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    why = gluon_takes(ops, out)
+    if why:
+        raise ValueError(why)
+    num_sms = _programs(out, num_sms, None)
+    if config is not None:
+        why = gluon_refuses(config, out.element_size())
+        if why:
+            raise ValueError(why)
+    flags = ops.flags(precise)
+    M, N, K = ops.M, ops.N, ops.K
+
+    def run(cfg):
+        k = cfg.kwargs
+        a_block, b_block, c_block = [k["BLOCK_M"], k["BLOCK_K"]], [k["BLOCK_N"], k["BLOCK_K"]], [k["BLOCK_M"], k["BLOCK_N"]]
+        fp8 = gl.float8e4nv if ops.a.dtype == torch.float8_e4m3fn else gl.float8e5
+        descriptors = (
+            TensorDescriptor.from_tensor(ops.a, a_block, gl.NVMMASharedLayout.get_default_for(a_block, fp8)),
+            TensorDescriptor.from_tensor(ops.b.t(), b_block, gl.NVMMASharedLayout.get_default_for(b_block, fp8)),
+            TensorDescriptor.from_tensor(out, c_block, gl.NVMMASharedLayout.get_default_for(
+                c_block, getattr(gl, _GLUON_OUT[out.dtype]))))
+        compiled = GLUON_KERNELS[k["KIND"]][persistent_grid(M, N, num_sms)(k)](
+            *descriptors, *ops.packed_scales, M, N, K, k["GROUP_M"], cfg.num_stages, **flags,
+            num_warps=cfg.num_warps, maxnreg=gluon_maxnreg(cfg))
+        return Launch(cfg, compiled)
+
+    if config is not None:
+        return run(config)
+    key = (M, N, K, *flags.values(), num_sms, ops.a.dtype, out.dtype)
+    if key not in _gluon_choice:
+        candidates = [fit_gluon_config(c, out.element_size()) for c in GLUON_CONFIGS]
+        candidates = [c for c in candidates if gluon_refuses(c, out.element_size()) is None]
+        times = [_tuning_bench(lambda c=c: run(c), None) for c in candidates]
+        _gluon_choice[key] = candidates[times.index(min(times))]
+    return run(_gluon_choice[key])
+
+
+@register_kernel("gluon", gluon_takes, priority=6)
+def _gluon(ops: Operands, out: torch.Tensor, precise: bool) -> None:
+    launch_gluon(ops, out, precise)
+
+
 # ---- the public entry point --------------------------------------------------------------------
 
 def _overlaps(t: torch.Tensor) -> bool:
@@ -969,6 +1114,8 @@ def _register_contenders() -> None:
     contender("persistent", "fp8_tutorial.kernels.persistent: one program per SM, walking tiles")
     contender("tma", "fp8_tutorial.kernels.tma: persistent, TMA loads and stores")
     contender("ws", "fp8_tutorial.kernels.ws: the TMA kernel warp-specialized (a TMA producer, wgmma consumers)")
+    contender("gluon", "fp8_tutorial.kernels.ws_gluon: warp specialization written in Gluon (a TMA producer warp, "
+                       "cooperative or ping-pong wgmma consumers)")
     contender("streamk", "fp8_tutorial.kernels.persistent.streamk_kernel: K iterations shared equally, "
                          "TMA loads where the 16-byte rule holds")
 

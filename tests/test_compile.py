@@ -61,6 +61,19 @@ SCRIPT = textwrap.dedent("""
                 except Exception as e:
                     row["error"] = f"{type(e).__name__}: {e}"[:2000]
                 rows.append(row)
+    for config in gemm.GLUON_CONFIGS:
+        for flags in flag_sets:
+            flags = {n: v for n, v in flags.items() if n != "EVEN_K"}
+            row = dict(kernel="gluon", config=gemm.describe_config(config), precise=flags["PRECISE"])
+            try:
+                k = compiled.compile_gluon_for(gemm.GLUON_KERNELS[config.kwargs["KIND"]], config, flags,
+                                               maxnreg=gemm.gluon_maxnreg(config))
+                report = compiled.ptxas_report(k)
+                row.update(compiled.summary(k), registers=report.registers,
+                           spills=report.spill_stores + report.spill_loads, notes=report.notes)
+            except Exception as e:
+                row["error"] = f"{type(e).__name__}: {e}"[:2000]
+            rows.append(row)
     print(json.dumps(rows))
 """)
 
@@ -78,19 +91,19 @@ def test_every_configuration_compiles(compiled_kernels):
     failed = [(r["kernel"], r["config"], r["precise"], r["error"]) for r in compiled_kernels if "error" in r]
     assert not failed, failed
     assert {r["kernel"] for r in compiled_kernels} == {"tiled", "split-k", "persistent", "streamk", "streamk-tma",
-                                                       "tma", "tma-host", "ws"}
+                                                       "tma", "tma-host", "ws", "gluon"}
 
 
 def test_compiled_code_is_what_the_kernels_say(compiled_kernels):
     for r in compiled_kernels:
         what = (r["kernel"], r["config"], r["precise"])
         assert r["wgmma"] > 0, what  # Hopper's tensor-core instruction, not a fallback
-        if r["kernel"] in ("tma", "tma-host", "ws", "streamk-tma"):
+        if r["kernel"] in ("tma", "tma-host", "ws", "streamk-tma", "gluon"):
             assert r["tma"] > 0 and r["cp_async"] == 0, what
         else:
             assert r["cp_async"] > 0 and r["tma"] == 0, what
         specialized = r["setmaxnreg"] > 0 and r["ws_partitions"] > 0
-        assert specialized == (r["kernel"] == "ws"), what
+        assert specialized == (r["kernel"] in ("ws", "gluon")), what
         assert r["shared_kib"] <= schedule.SMEM_PER_PROGRAM_MAX // 1024, what
         if not r["precise"]:
             assert r["spills"] == 0, (what, r["registers"], r["spills"])

@@ -225,6 +225,79 @@ def test_launch_ws_refuses_forms_that_are_not_specialized_or_wrong(device):
     assert all(gemm.ws_refuses(c) is None for c in gemm.WS_CONFIGS + [gemm.WS_INTERPRETER_CONFIG])
 
 
+GLUON_SHAPES = [(1, 16, 8), (97, 256, 136), (1000, 1040, 1000), (300, 4096, 520), (4097, 512, 264)]
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
+@pytest.mark.parametrize("kind", ["cooperative", "pingpong"])
+def test_gluon_kernels_match_float64(kind, gen, device):
+    """Each recipe on its own side, fast and precise, bf16 and float32 outputs, with one tile per
+    program and with many (3 "SMs": the ping-pong groups take turns, the ring wraps around)."""
+    configs = [c for c in gemm.GLUON_CONFIGS if c.kwargs["KIND"] == kind]
+    for (M, K, N), recipes in zip(GLUON_SHAPES, [("tensor", "tensor"), ("row", "tensor"), ("tensor", "row"),
+                                                 ("row", "row"), ("row", "row")]):
+        a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+        ref = fp8.reference_mm(a, b, sa, sb)
+        ops = gemm.check_operands(a, b, sa, sb)
+        for config in configs:
+            for precise, out_dtype, num_sms in [(False, torch.bfloat16, None), (True, torch.bfloat16, 3),
+                                                (False, torch.float32, 3), (True, torch.bfloat16, None)]:
+                out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
+                fitted = gemm.fit_gluon_config(config, out.element_size())
+                gemm.launch_gluon(ops, out, precise, config=fitted, num_sms=num_sms)
+                err = fp8.rel_error(out, ref)
+                assert err < tolerance(out_dtype, precise), (gemm.describe_config(fitted), recipes, precise, num_sms)
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="the configurations are timed on a GPU")
+def test_launch_gluon_keeps_the_fastest_configuration(gen, device):
+    a, b, sa, sb = operands(1000, 1040, 1000, "row", "row", gen, device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    for _ in range(2):
+        out = fp8.poison(torch.empty(1000, 1000, dtype=torch.bfloat16, device=device))
+        launch = gemm.launch_gluon(ops, out, False)
+        assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+    assert launch.config in gemm.GLUON_CONFIGS and len(gemm._gluon_choice) >= 1
+    check_scaled_mm("gluon", a, b, sa, sb, fp8.reference_mm(a, b, sa, sb), torch.bfloat16, device)
+
+
+@pytest.mark.skipif(fp8.ON_GPU, reason="what happens without a GPU")
+def test_gluon_needs_a_gpu(device):
+    """Triton's interpreter cannot run Gluon: a clear error, and "auto" never picks it."""
+    a, b, sa, sb = _ops(device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    out = torch.empty(8, 16, dtype=torch.bfloat16, device=device)
+    with pytest.raises(ValueError, match="interpreter cannot run Gluon"):
+        gemm.launch_gluon(ops, out, False)
+    with pytest.raises(ValueError, match="interpreter cannot run Gluon"):
+        fp8.scaled_mm(a, b, sa, sb, kernel="gluon")
+    assert fp8.scaled_mm(a, b, sa, sb).shape == (8, 16)
+
+
+def test_gluon_refuses_configurations_it_cannot_run():
+    G = gemm._gluonconfig
+    cases = [(gemm.WS_CONFIGS[0], "has the keys"),
+             (G("split", 128, 128, 128, 4), "KIND one of"),
+             (G("pingpong", 128, 128, 128, 4, warps=8), "takes 4 consumer warps"),
+             (G("cooperative", 128, 128, 128, 4, warps=2), "takes 4 or 8 consumer warps"),
+             (G("cooperative", 64, 128, 128, 4, warps=8), "multiple of 16 x num_warps"),
+             (G("cooperative", 128, 256, 128, 3), "256 registers per thread"),
+             (G("cooperative", 128, 128, 128, 1), "at least 2 buffers"),
+             (G("cooperative", 128, 256, 128, 4, warps=8), "more than the 227 KiB"),
+             (G("cooperative", 128, 100, 128, 4), "power of two"),
+             ("128x128", "must be a triton.Config")]
+    for config, message in cases:
+        if message == "power of two":
+            with pytest.raises(ValueError, match=message):
+                gemm.gluon_refuses(config)
+        else:
+            assert message in gemm.gluon_refuses(config), config
+    assert all(gemm.gluon_refuses(c) is None for c in gemm.GLUON_CONFIGS)
+    fitted = [gemm.fit_gluon_config(c, 4) for c in gemm.GLUON_CONFIGS]  # float32 outputs: fewer stages
+    assert all(gemm.gluon_refuses(c, 4) is None for c in fitted)
+    assert gemm.gluon_refuses(gemm.GLUON_CONFIGS[0], 4) is not None
+
+
 def test_tma_epilogue_halves(gen, device):
     a, b, sa, sb = operands(100, 64, 200, "row", "row", gen, device)
     ops = gemm.check_operands(a, b, sa, sb)
@@ -313,7 +386,8 @@ def test_streamk_takes_tma_only_where_it_can(gen, device):
 
 
 CONFIG_LISTS = {"tiled": "TILED_CONFIGS", "persistent": "PERSISTENT_CONFIGS", "tma": "TMA_CONFIGS",
-                "streamk": "STREAMK_CONFIGS", "streamk-tma": "STREAMK_TMA_CONFIGS", "ws": "WS_CONFIGS"}
+                "streamk": "STREAMK_CONFIGS", "streamk-tma": "STREAMK_TMA_CONFIGS", "ws": "WS_CONFIGS",
+                "gluon": "GLUON_CONFIGS"}
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="the interpreter runs one small configuration per kernel")
