@@ -941,12 +941,15 @@ _GLUON_OUT = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float3
 def gluon_takes(ops: Operands, out: torch.Tensor) -> str | None:
     """Why the Gluon kernels cannot take this problem, or None: they need a Hopper GPU (Triton's
     interpreter cannot run Gluon) and what TMA needs."""
+    if ops.a.dtype != torch.float8_e4m3fn or ops.b.dtype != torch.float8_e4m3fn:
+        return (f"the Gluon kernels take float8_e4m3fn operands (the ones chapter 07 checks), got "
+                f"{ops.a.dtype} and {ops.b.dtype}")
+    if out.dtype not in _GLUON_OUT:
+        return f"the Gluon kernels write bfloat16, float16 or float32, got {out.dtype}"
     if not ON_GPU or not out.is_cuda:
         return "the Gluon kernels run on a Hopper GPU only: Triton's interpreter cannot run Gluon"
     if torch.cuda.get_device_capability(out.device)[0] != 9:
         return "the Gluon kernels use Hopper's wgmma and setmaxnreg: they need compute capability 9.x"
-    if out.dtype not in _GLUON_OUT:
-        return f"the Gluon kernels write bfloat16, float16 or float32, got {out.dtype}"
     return _tma_takes(ops, out)
 
 
@@ -977,7 +980,7 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
     def run(cfg):
         k = cfg.kwargs
         a_block, b_block, c_block = [k["BLOCK_M"], k["BLOCK_K"]], [k["BLOCK_N"], k["BLOCK_K"]], [k["BLOCK_M"], k["BLOCK_N"]]
-        fp8 = gl.float8e4nv if ops.a.dtype == torch.float8_e4m3fn else gl.float8e5
+        fp8 = gl.float8e4nv  # gluon_takes refuses e5m2
         descriptors = (
             TensorDescriptor.from_tensor(ops.a, a_block, gl.NVMMASharedLayout.get_default_for(a_block, fp8)),
             TensorDescriptor.from_tensor(ops.b.t(), b_block, gl.NVMMASharedLayout.get_default_for(b_block, fp8)),

@@ -274,6 +274,16 @@ def test_gluon_needs_a_gpu(device):
     assert fp8.scaled_mm(a, b, sa, sb).shape == (8, 16)
 
 
+def test_gluon_refuses_what_it_was_not_checked_on(device):
+    """e5m2 operands and other output dtypes: a clear refusal, on any machine."""
+    a, b, sa, sb = _ops(device)
+    for a_, b_, out_dtype, message in [(a.to(E5M2), b, torch.bfloat16, "float8_e4m3fn operands"),
+                                       (a, b.to(E5M2), torch.bfloat16, "float8_e4m3fn operands"),
+                                       (a, b, torch.int32, "bfloat16, float16 or float32")]:
+        ops = gemm.check_operands(a_, b_, sa, sb)
+        assert message in gemm.gluon_takes(ops, torch.empty(8, 16, dtype=out_dtype, device=device))
+
+
 def test_gluon_refuses_configurations_it_cannot_run():
     G = gemm._gluonconfig
     cases = [(gemm.WS_CONFIGS[0], "has the keys"),
