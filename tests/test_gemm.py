@@ -263,7 +263,7 @@ def test_launch_gluon_keeps_the_fastest_configuration(gen, device):
 
 @pytest.mark.skipif(fp8.ON_GPU, reason="what happens without a GPU")
 def test_gluon_needs_a_gpu(device):
-    """Triton's interpreter cannot run Gluon: a clear error, and "auto" never picks it."""
+    """Triton's interpreter cannot run Gluon: a clear error, and "auto" says why it passed it over."""
     a, b, sa, sb = _ops(device)
     ops = gemm.check_operands(a, b, sa, sb)
     out = torch.empty(8, 16, dtype=torch.bfloat16, device=device)
@@ -271,12 +271,24 @@ def test_gluon_needs_a_gpu(device):
         gemm.launch_gluon(ops, out, False)
     with pytest.raises(ValueError, match="interpreter cannot run Gluon"):
         fp8.scaled_mm(a, b, sa, sb, kernel="gluon")
-    assert fp8.scaled_mm(a, b, sa, sb).shape == (8, 16)
+    original = dict(gemm.KERNELS)
+    try:  # with the kernels ranked above it gone, "auto" still passes it over, and says why
+        for name in [n for n, k in original.items() if k.priority > gemm.KERNELS["gluon"].priority]:
+            del gemm.KERNELS[name]
+        chosen, refused = gemm.choose(a, b, sa, sb)
+        assert chosen != "gluon" and "interpreter cannot run Gluon" in refused["gluon"]
+    finally:
+        gemm.KERNELS.clear()
+        gemm.KERNELS.update(original)
 
 
 def test_gluon_refuses_what_it_was_not_checked_on(device):
     """e5m2 operands and other output dtypes: a clear refusal, on any machine."""
     a, b, sa, sb = _ops(device)
+    block_a, block_b = torch.ones(8, 1, device=device), torch.ones(1, 16, device=device)
+    assert "per-tensor and per-row scales only" in gemm.gluon_takes(
+        gemm.Operands(a, b, block_a, block_b, "block", "block"), torch.empty(8, 16, dtype=torch.bfloat16,
+                                                                             device=device))
     for a_, b_, out_dtype, message in [(a.to(E5M2), b, torch.bfloat16, "float8_e4m3fn operands"),
                                        (a, b.to(E5M2), torch.bfloat16, "float8_e4m3fn operands"),
                                        (a, b, torch.int32, "bfloat16, float16 or float32")]:
@@ -294,14 +306,13 @@ def test_gluon_refuses_configurations_it_cannot_run():
              (G("cooperative", 128, 256, 128, 3), "256 registers per thread"),
              (G("cooperative", 128, 128, 128, 1), "at least 2 buffers"),
              (G("cooperative", 128, 256, 128, 4, warps=8), "more than the 227 KiB"),
+             (G("cooperative", 128, 512, 128, 4, warps=8), "BLOCK_N at most 256"),
+             (G("cooperative", 128, 128, 16, 4), "BLOCK_K at least 32"),
+             (G("cooperative", 128, 256, 256, 2, warps=8), "smaller tiles"),
              (G("cooperative", 128, 100, 128, 4), "power of two"),
              ("128x128", "must be a triton.Config")]
     for config, message in cases:
-        if message == "power of two":
-            with pytest.raises(ValueError, match=message):
-                gemm.gluon_refuses(config)
-        else:
-            assert message in gemm.gluon_refuses(config), config
+        assert message in gemm.gluon_refuses(config), config
     assert all(gemm.gluon_refuses(c) is None for c in gemm.GLUON_CONFIGS)
     fitted = [gemm.fit_gluon_config(c, 4) for c in gemm.GLUON_CONFIGS]  # float32 outputs: fewer stages
     assert all(gemm.gluon_refuses(c, 4) is None for c in fitted)

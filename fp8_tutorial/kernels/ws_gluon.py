@@ -22,7 +22,11 @@ Two kernels, two ways to use more than one consumer warp group:
   turns through the one ring, so that one group's epilogue runs while the other's K loop does;
   ``turn`` barriers keep their K loops in order.
 
-Gluon kernels run only on a GPU: Triton's interpreter cannot run them (``gemm.gluon_refuses``).
+With PRECISE the compiler adds each block's product into the float32 accumulator right after its
+``wgmma``, so the ``wgmma`` are waited for one by one, and with 128 x 256 tiles the two
+accumulators spill some registers: ``launch_gluon`` times every configuration and keeps the fastest.
+
+Gluon kernels run only on a GPU: Triton's interpreter cannot run them (``gemm.gluon_takes``).
 """
 
 from triton.experimental import gluon
@@ -145,7 +149,6 @@ def gluon_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
     ], [1], [24])
 
 
-# The two partitions below run as workers, whose functions must all take the same arguments.
 @gluon.jit
 def _pingpong_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
                        M, N, K, GROUP_M: gl.constexpr, ROW_A: gl.constexpr, ROW_B: gl.constexpr,
