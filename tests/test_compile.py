@@ -32,6 +32,17 @@ SCRIPT = textwrap.dedent("""
                 "b_desc": f"tensordesc<fp8e4nv[{meta['BLOCK_N']}, {meta['BLOCK_K']}]>",
                 "c_desc": f"tensordesc<bf16[{meta['BLOCK_M']}, {slice_n}]>"}
 
+    def report(name, config, flags, compile_it):  # what the compiled code holds, or why it did not compile
+        row = dict(kernel=name, config=gemm.describe_config(config), precise=flags["PRECISE"])
+        try:
+            k = compile_it()
+            ptxas = compiled.ptxas_report(k)
+            row.update(compiled.summary(k), registers=ptxas.registers,
+                       spills=ptxas.spill_stores + ptxas.spill_loads, notes=ptxas.notes)
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"[:2000]
+        return row
+
     assert fp8.MODE == "compile"
     plans = [("tiled", tiled_kernel, gemm.TILED_CONFIGS, dict(SPLIT_K=1)),
              ("split-k", tiled_kernel, gemm.SPLIT_K_CONFIGS, dict(SPLIT_K=2)),
@@ -50,30 +61,14 @@ SCRIPT = textwrap.dedent("""
                 values = dict(config.kwargs, **extra, **flags)
                 if "EVEN_K" not in kernel.arg_names:
                     values.pop("EVEN_K")
-                row = dict(kernel=name, config=gemm.describe_config(config), precise=flags["PRECISE"])
-                try:
-                    types = host_descriptors(config.kwargs) if name == "tma-host" else None
-                    k = compiled.compile_for(kernel, values, num_warps=config.num_warps, num_stages=config.num_stages,
-                                             pointer_types=types)
-                    report = compiled.ptxas_report(k)
-                    row.update(compiled.summary(k), registers=report.registers,
-                               spills=report.spill_stores + report.spill_loads, notes=report.notes)
-                except Exception as e:
-                    row["error"] = f"{type(e).__name__}: {e}"[:2000]
-                rows.append(row)
+                types = host_descriptors(config.kwargs) if name == "tma-host" else None
+                rows.append(report(name, config, flags, lambda: compiled.compile_for(
+                    kernel, values, num_warps=config.num_warps, num_stages=config.num_stages, pointer_types=types)))
     for config in gemm.GLUON_CONFIGS:
         for flags in flag_sets:
             flags = {n: v for n, v in flags.items() if n != "EVEN_K"}
-            row = dict(kernel="gluon", config=gemm.describe_config(config), precise=flags["PRECISE"])
-            try:
-                k = compiled.compile_gluon_for(gemm.GLUON_KERNELS[config.kwargs["KIND"]], config, flags,
-                                               maxnreg=gemm.gluon_maxnreg(config))
-                report = compiled.ptxas_report(k)
-                row.update(compiled.summary(k), registers=report.registers,
-                           spills=report.spill_stores + report.spill_loads, notes=report.notes)
-            except Exception as e:
-                row["error"] = f"{type(e).__name__}: {e}"[:2000]
-            rows.append(row)
+            rows.append(report("gluon", config, flags, lambda: compiled.compile_gluon_for(
+                gemm.GLUON_KERNELS[config.kwargs["KIND"]], config, flags, maxnreg=gemm.gluon_maxnreg(config))))
     print(json.dumps(rows))
 """)
 
