@@ -7,7 +7,9 @@ interleaved run is.
 
 from __future__ import annotations
 
+import shutil
 import statistics
+import subprocess
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Mapping
@@ -153,3 +155,84 @@ def copy_bandwidth(nbytes: int = 1 << 30, reps: int = 30) -> Record:
     """GB/s of a device-to-device copy, counting bytes read plus bytes written."""
     fn, moved = copy_contender(nbytes)
     return benchmark({"copy": fn}, bytes=moved, reps=reps)["copy"]
+
+
+@dataclass
+class UnderLoad:
+    """One callable run back to back for a while, and what the GPU reported meanwhile."""
+
+    name: str
+    tflops: float        # median over batches of back-to-back calls
+    clock_mhz: float     # median SM clock sampled during the run
+    power_w: float       # median board power
+    power_capped: float  # share of the samples with the software power cap holding the clocks down
+
+    @property
+    def tflops_per_ghz(self) -> float:
+        """Work per clock cycle: what is left of the speed once the clock is taken out."""
+        return self.tflops / self.clock_mhz * 1e3
+
+    def __str__(self) -> str:
+        return (f"{self.name:<28} {self.tflops:7.1f} TFLOP/s at {self.clock_mhz:5.0f} MHz, {self.power_w:4.0f} W "
+                f"(power cap on in {self.power_capped:.0%} of samples): {self.tflops_per_ghz:5.1f} TFLOP/s per GHz")
+
+
+# nvidia-smi's clock event reasons: bit 2 is the software power cap.
+_SW_POWER_CAP = 0x4
+
+
+def under_load(fn: Callable[[], Any], flops: float, *, name: str = "", seconds: float = 2.0, batch: int = 20,
+               sample_ms: int = 100) -> UnderLoad:
+    """Run ``fn`` back to back for ``seconds`` (no cache flush, no pause), timing batches of
+    ``batch`` calls with CUDA events, while nvidia-smi samples the SM clock and the power every
+    ``sample_ms``. Under such load an H200 running FP8 products sits at its power limit, and the
+    clock it can hold there depends on the kernel: TFLOP/s per GHz separates how much work a kernel
+    does per cycle from how fast the cycles come."""
+    require_gpu("measuring clocks under load")
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        raise NoGPUError("measuring clocks under load needs nvidia-smi on the PATH")
+    uuid = str(torch.cuda.get_device_properties(torch.cuda.current_device()).uuid)
+    uuid = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+    fn()
+    torch.cuda.synchronize()
+    sampler = subprocess.Popen(
+        [smi, f"--id={uuid}", "--query-gpu=clocks.sm,power.draw,clocks_throttle_reasons.active",
+         "--format=csv,noheader,nounits", f"--loop-ms={sample_ms}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    times = []
+    try:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(batch):
+                fn()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop) / batch)
+    finally:
+        sampler.terminate()
+        text, err = sampler.communicate()
+    samples = parse_smi_samples(text)[2:]  # the first two while the clock settles
+    if not samples:
+        raise RuntimeError(f"nvidia-smi gave no samples of clock and power: {err.strip() or text.strip()!r}")
+    return UnderLoad(
+        name=name, tflops=flops / statistics.median(times) / 1e9,
+        clock_mhz=statistics.median(clock for clock, _, _ in samples),
+        power_w=statistics.median(power for _, power, _ in samples),
+        power_capped=sum(bool(reasons & _SW_POWER_CAP) for _, _, reasons in samples) / len(samples))
+
+
+def parse_smi_samples(text: str) -> list[tuple[float, float, int]]:
+    """(SM clock in MHz, power in W, clock event reasons) from nvidia-smi lines of
+    ``clocks.sm,power.draw,clocks_throttle_reasons.active`` (csv, noheader, nounits); lines that
+    are not such a sample ("[N/A]", a message) are left out."""
+    samples = []
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        try:
+            samples.append((float(fields[0]), float(fields[1]), int(fields[2], 16)))
+        except (IndexError, ValueError):
+            continue
+    return samples

@@ -7,6 +7,7 @@ they run on a GPU and, without one, plot what was recorded, labelled with where 
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -57,3 +58,22 @@ def provenance(data: dict) -> str:
     """'NVIDIA H200, 2026-11-29 23:50 UTC, torch 2.11.0, Triton 3.6.0' for figure titles."""
     env = data["environment"]
     return f"{env['gpu']}, {env['date']}, torch {env['torch']}, Triton {env['triton']}"
+
+
+def read_ncu(target: Path | str) -> dict:
+    """The first kernel profiled in an Nsight Compute CSV (``ncu --csv --page raw``, as the scripts
+    in ``tools/`` write): metric name -> value, numbers as floats (ncu's thousands commas dropped),
+    the rest (kernel name, ...) as text. Lines that ncu or the script print before the table are
+    skipped."""
+    target = Path(target)
+    rows = list(csv.reader(line for line in target.read_text().splitlines() if line.startswith('"')))
+    if len(rows) < 3:
+        raise ValueError(f"{target} holds no profiled kernel: expected the output of ncu --csv --page raw "
+                         "(a header, a line of units, a line per kernel)")
+
+    def value(text: str):
+        try:
+            return float(text.replace(",", ""))
+        except ValueError:
+            return text
+    return {name: value(text) for name, text in zip(rows[0], rows[2])}

@@ -56,3 +56,23 @@ def test_host_overhead_stays_out_of_the_timing():
 
     r = fp8.benchmark({"slow launch": slow_launch}, reps=10)["slow launch"]
     assert r.median_ms < 0.2
+
+
+def test_parse_smi_samples_keeps_samples_only():
+    text = "1470, 687.12, 0x0000000000000004\n1980, 120.50, 0x0000000000000000\n[N/A], [N/A], [N/A]\nsome message\n"
+    assert fp8.bench.parse_smi_samples(text) == [(1470.0, 687.12, 4), (1980.0, 120.5, 0)]
+
+
+@pytest.mark.skipif(fp8.ON_GPU, reason="checks the refusal on a machine without a GPU")
+def test_under_load_refuses_without_gpu():
+    with pytest.raises(fp8.bench.NoGPUError, match="clocks under load"):
+        fp8.bench.under_load(lambda: None, 1.0)
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="clocks under load need a GPU")
+def test_under_load_reports_clock_power_and_rate():
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    load = fp8.bench.under_load(lambda: a @ a, 2 * 4096**3, name="bf16", seconds=1.0)
+    assert 100 < load.tflops < 2000 and 200 < load.clock_mhz < 2500 and 50 < load.power_w < 1500
+    assert 0 <= load.power_capped <= 1 and load.tflops_per_ghz == pytest.approx(load.tflops / load.clock_mhz * 1e3)
+    assert "TFLOP/s per GHz" in str(load)

@@ -23,3 +23,19 @@ def test_save_and_load(tmp_path, monkeypatch):
     assert json.loads(target.read_text()) == data
     with pytest.raises(FileNotFoundError, match="no recorded results"):
         results.load("missing", "h200")
+
+
+def test_read_ncu(tmp_path):
+    target = tmp_path / "k.csv"
+    target.write_text('==PROF== Connected to process 1\n"ID","Kernel Name","gpu__time_duration.sum"\n'
+                      '"","","ns"\n"0","gemm_kernel","884,960"\nkernel error 3e-3\n')
+    assert results.read_ncu(target) == {"ID": 0.0, "Kernel Name": "gemm_kernel", "gpu__time_duration.sum": 884960.0}
+    target.write_text("==PROF== Disconnected\n")
+    with pytest.raises(ValueError, match="no profiled kernel"):
+        results.read_ncu(target)
+
+
+@pytest.mark.parametrize("target", sorted((results.RESULTS / "ncu").glob("*.csv")), ids=lambda p: p.stem)
+def test_recorded_ncu_profiles_read(target):
+    metrics = results.read_ncu(target)
+    assert isinstance(metrics["Kernel Name"], str) and metrics["gpu__time_duration.sum"] > 0

@@ -1,0 +1,36 @@
+"""One launch per kernel for Nsight Compute (tools/ncu_kloop.sh runs it): 4608 x 12288 x 12288, per
+tensor, fast accumulation, bf16 output. Three warm-up launches (compile, then steady clocks), then one
+between cudaProfilerStart and cudaProfilerStop, which is all that ncu --profile-from-start off sees;
+its error against float64 is printed last."""
+import os
+import torch
+from fp8_tutorial import checks, gemm
+from fp8_tutorial import contenders as C
+
+M, K, N = 4608, 12288, 12288
+p = C.make_problem(M, K, N, "tensor", device="cuda", seed=0)
+ops = gemm.check_operands(p.a, p.b, p.scale_a, p.scale_b)
+out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
+
+
+def ours(launch, **kw):
+    return lambda: (launch(ops, out, False, **kw), out)[1]
+
+
+VARIANTS = {
+    "cublas": C.REGISTRY["cublas/tensor/fast"].build(p),
+    "gluon_128x256": ours(gemm.launch_gluon, config=gemm.GLUON_CONFIGS[0]),
+    "pingpong_128x128": ours(gemm.launch_gluon, config=gemm.GLUON_CONFIGS[3]),
+    "tma_128x256": ours(gemm.launch_tma, config=gemm.TMA_CONFIGS[0], host_descriptors=True),
+}
+v = os.environ.get("VARIANT")
+if v not in VARIANTS:
+    raise SystemExit(f"VARIANT must be one of {', '.join(VARIANTS)}, got {v!r}")
+for _ in range(3):
+    VARIANTS[v]()
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
+result = VARIANTS[v]()
+torch.cuda.synchronize()
+torch.cuda.profiler.stop()
+print(v, "error", checks.rel_error(result, p.reference))
