@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 import triton
@@ -238,6 +238,16 @@ def _prune_tma(configs, named_args, **kwargs):
 def _tuning_bench(kernel_call, quantiles):
     """The autotuner's timing: 5 ms of warm-up and 20 ms of runs per configuration (L2 flushed)."""
     return triton.testing.do_bench(kernel_call, warmup=5, rep=20, quantiles=quantiles)
+
+
+def _fastest(candidates: list, run: Callable) -> Any:
+    """The candidate for which ``run(candidate)`` is fastest, timed by ``bench.benchmark``: the
+    candidates interleaved (so that the clock, which falls as the GPU warms to its power limit,
+    weighs on all alike rather than on the last timed), the L2 flushed, the median of 20 runs."""
+    from .bench import benchmark
+
+    timed = benchmark({str(i): (lambda c=c: run(c)) for i, c in enumerate(candidates)}, reps=20, warmup=2)
+    return candidates[min(range(len(candidates)), key=lambda i: timed[str(i)].median_ms)]
 
 
 def _autotuned(kernel, configs, key: list[str], prune=_prune, **extra):
@@ -806,9 +816,7 @@ def launch_tma(ops: Operands, out: torch.Tensor, precise: bool, config: triton.C
     if key not in _tma_routes:
         candidates = [(False, on_device(None).config)]  # the autotuner's choice, device-side descriptors
         candidates += [(True, c) for c in _prune_tma(TMA_CONFIGS, dict(M=M, N=N, c_ptr=out))]
-        times = [_tuning_bench(lambda host=host, c=c: (on_host if host else on_device)(c), None)
-                 for host, c in candidates]
-        _tma_routes[key] = candidates[times.index(min(times))]
+        _tma_routes[key] = _fastest(candidates, lambda route: (on_host if route[0] else on_device)(route[1]))
     host, chosen = _tma_routes[key]
     return on_host(chosen) if host else on_device(chosen)
 
@@ -1008,8 +1016,7 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
     if key not in _gluon_choice:
         candidates = [fit_gluon_config(c, out.element_size()) for c in GLUON_CONFIGS]
         candidates = [c for c in candidates if gluon_refuses(c, out.element_size()) is None]
-        times = [_tuning_bench(lambda c=c: run(c), None) for c in candidates]
-        _gluon_choice[key] = candidates[times.index(min(times))]
+        _gluon_choice[key] = _fastest(candidates, run)
     return run(_gluon_choice[key])
 
 

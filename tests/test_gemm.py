@@ -249,6 +249,12 @@ def test_gluon_kernels_match_float64(kind, gen, device):
                 assert err < tolerance(out_dtype, precise), (gemm.describe_config(fitted), recipes, precise, num_sms)
 
 
+@pytest.mark.skipif(not fp8.ON_GPU, reason="timing needs a GPU")
+def test_fastest_picks_the_fastest_candidate():
+    x = torch.randn(4096, 4096, device="cuda")
+    assert gemm._fastest([4096, 256, 2048], lambda n: x[:n] @ x[:n].t()) == 256
+
+
 @pytest.mark.skipif(not fp8.ON_GPU, reason="the configurations are timed on a GPU")
 def test_launch_gluon_keeps_the_fastest_configuration(gen, device, monkeypatch):
     """The first launch for a problem times every configuration and keeps the fastest; the next
@@ -257,16 +263,16 @@ def test_launch_gluon_keeps_the_fastest_configuration(gen, device, monkeypatch):
     ops = gemm.check_operands(a, b, sa, sb)
     timed = []
 
-    def bench(call, quantiles):  # each configuration faster than the one before: the last wins
-        timed.append(call().config)
-        return 100.0 - len(timed)
-    monkeypatch.setattr(gemm, "_tuning_bench", bench)
+    def fastest(candidates, run):  # runs each; says the last is the fastest
+        timed.append([run(c).config for c in candidates])
+        return candidates[-1]
+    monkeypatch.setattr(gemm, "_fastest", fastest)
     monkeypatch.setattr(gemm, "_gluon_choice", {})
     for _ in range(2):
         out = fp8.poison(torch.empty(1000, 1000, dtype=torch.bfloat16, device=device))
         launch = gemm.launch_gluon(ops, out, False)
         assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
-        assert len(timed) == len(gemm.GLUON_CONFIGS) and launch.config is timed[-1]
+        assert len(timed) == 1 and len(timed[0]) == len(gemm.GLUON_CONFIGS) and launch.config is timed[0][-1]
     check_scaled_mm("gluon", a, b, sa, sb, fp8.reference_mm(a, b, sa, sb), torch.bfloat16, device)
 
 
