@@ -599,6 +599,8 @@ def test_attach_configs_names_what_each_autotuner_chose(monkeypatch):
     tuners["streamk-tma"] = Tuner({(512, 3072, 12288, False, False, True, "torch.bfloat16"): sk,
                                    (512, 3072, 12288, True, True, False, "torch.float32"): tma})
     monkeypatch.setattr(gemm, "_tuners", lambda: tuners)
+    monkeypatch.setattr(gemm, "_tma_routes", {})  # what earlier tests on a GPU chose stays out
+    monkeypatch.setattr(gemm, "_gluon_choice", {})
     records = [dict(contender="tma", recipe="row", accumulation="fast", M=512, N=3072, K=12288),
                dict(contender="streamk", recipe="tensor", accumulation="precise", M=512, N=3072, K=12288),
                dict(contender="tma", recipe="tensor", accumulation="fast", M=512, N=3072, K=12288),
