@@ -60,11 +60,11 @@ def provenance(data: dict) -> str:
     return f"{env['gpu']}, {env['date']}, torch {env['torch']}, Triton {env['triton']}"
 
 
-def read_ncu(target: Path | str) -> dict:
-    """The first kernel profiled in an Nsight Compute CSV (``ncu --csv --page raw``, as the scripts
-    in ``tools/`` write): metric name -> value, numbers as floats (ncu's thousands commas dropped),
-    the rest (kernel name, ...) as text. Lines that ncu or the script print before the table are
-    skipped."""
+def read_ncu_kernels(target: Path | str) -> list[dict]:
+    """Every kernel profiled in an Nsight Compute CSV (``ncu --csv --page raw``, as the scripts in
+    ``tools/`` write), in the order profiled: metric name -> value, numbers as floats (ncu's
+    thousands commas dropped), the rest (kernel name, ...) as text. Lines that ncu or the script
+    print around the table are skipped."""
     target = Path(target)
     rows = list(csv.reader(line for line in target.read_text().splitlines() if line.startswith('"')))
     if len(rows) < 3:
@@ -76,4 +76,9 @@ def read_ncu(target: Path | str) -> dict:
             return float(text.replace(",", ""))
         except ValueError:
             return text
-    return {name: value(text) for name, text in zip(rows[0], rows[2])}
+    return [{name: value(text) for name, text in zip(rows[0], row)} for row in rows[2:]]
+
+
+def read_ncu(target: Path | str) -> dict:
+    """The first kernel of ``read_ncu_kernels(target)``."""
+    return read_ncu_kernels(target)[0]

@@ -30,6 +30,8 @@ def test_read_ncu(tmp_path):
     target.write_text('==PROF== Connected to process 1\n"ID","Kernel Name","gpu__time_duration.sum"\n'
                       '"","","ns"\n"0","gemm_kernel","884,960"\nkernel error 3e-3\n')
     assert results.read_ncu(target) == {"ID": 0.0, "Kernel Name": "gemm_kernel", "gpu__time_duration.sum": 884960.0}
+    target.write_text('"ID","Kernel Name"\n"",""\n"0","first"\n"1","second"\n')
+    assert [k["Kernel Name"] for k in results.read_ncu_kernels(target)] == ["first", "second"]
     target.write_text("==PROF== Disconnected\n")
     with pytest.raises(ValueError, match="no profiled kernel"):
         results.read_ncu(target)
