@@ -404,12 +404,14 @@ def tuned_configs() -> list[dict]:
                               row_b=named["ROW_B"], precise=named["PRECISE"],
                               split_k=named["SPLIT_K"] if name == "split-k" else 1,
                               dtypes=tuple(key[len(tuner.keys):]), config=config))
-    for (M, N, K, row_a, row_b, precise, _, a_dtype, out_dtype), config in _gluon_choice.items():
-        found.append(dict(kernel="gluon", M=M, N=N, K=K, row_a=row_a, row_b=row_b, precise=precise, split_k=1,
-                          dtypes=(str(a_dtype), str(out_dtype)), config=config))
-    for (M, N, K, row_a, row_b, precise, _, a_dtype, out_dtype), (host, config) in _tma_routes.items():
-        found.insert(0, dict(kernel="tma", M=M, N=N, K=K, row_a=row_a, row_b=row_b, precise=precise, split_k=1,
-                             dtypes=(str(a_dtype), str(out_dtype)), config=config, host_descriptors=host))
+
+    def chosen(kernel, key, config, **extra):  # a launch_gluon or launch_tma choice, keyed as they key it
+        M, N, K, row_a, row_b, precise, _, a_dtype, out_dtype = key
+        return dict(kernel=kernel, M=M, N=N, K=K, row_a=row_a, row_b=row_b, precise=precise, split_k=1,
+                    dtypes=(str(a_dtype), str(out_dtype)), config=config, **extra)
+    found += [chosen("gluon", key, config) for key, config in _gluon_choice.items()]
+    for key, (host, config) in _tma_routes.items():
+        found.insert(0, chosen("tma", key, config, host_descriptors=host))
     return found
 
 
