@@ -26,7 +26,7 @@ import triton
 
 from . import schedule
 from ._env import DEVICE, ON_GPU
-from .kernels.persistent import persistent_kernel, split_kernel, streamk_kernel
+from .kernels.persistent import sum_pieces_kernel, persistent_kernel, split_kernel, streamk_kernel
 from .kernels.tiled import tiled_kernel
 from .kernels.tma import tma_host_kernel, tma_kernel
 from .kernels.ws import ws_kernel
@@ -387,7 +387,7 @@ def describe_config(config: triton.Config | dict) -> str:
     k = config_dict(config) if isinstance(config, triton.Config) else config
     return ((f"{k['KIND']}, " if "KIND" in k else "") + f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} tiles, GROUP_M {k['GROUP_M']}, "
             f"{k['num_warps']} warps, {k['num_stages']} stages" + (", host-side descriptors" if k.get("host_descriptors")
-                                                                  else ""))
+                                                                  else "") + (", split tail" if k.get("SPLIT") else ""))
 
 
 def tuned_configs() -> list[dict]:
@@ -661,6 +661,18 @@ _SPLIT_KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "TMA"}
 MAX_PIECES = 64
 
 
+def check_plan(plan, tiles: int, k_blocks: int) -> tuple[int, int]:
+    """``plan`` = (whole tiles, pieces per other tile), checked against a problem's tiles and K blocks."""
+    if not isinstance(plan, (tuple, list)) or len(plan) != 2:
+        raise TypeError(f"plan must be (whole tiles, pieces per other tile), got {plan!r}")
+    whole, split = plan
+    for name, v, low, high in (("whole tiles", whole, 0, tiles - 1),
+                               ("pieces", split, 1, min(k_blocks, MAX_PIECES))):
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+            raise ValueError(f"plan: {name} must be an int from {low} to {high}, got {v!r}")
+    return whole, split
+
+
 def launch_split(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
                  num_sms: int | None = None, plan: tuple[int, int] | None = None) -> Launch:
     """Run ``split_kernel`` into ``out``. ``plan`` is (whole tiles, pieces per other tile); by
@@ -679,13 +691,7 @@ def launch_split(ops: Operands, out: torch.Tensor, precise: bool, config: triton
     k_blocks = triton.cdiv(K, meta["BLOCK_K"])
     if plan is None:
         plan = _split_plan(tiles, k_blocks, num_sms)
-    if not isinstance(plan, (tuple, list)) or len(plan) != 2:
-        raise TypeError(f"plan must be (whole tiles, pieces per other tile), got {plan!r}")
-    whole, split = plan
-    for name, v, low, high in (("whole tiles", whole, 0, tiles - 1),
-                               ("pieces", split, 1, min(k_blocks, MAX_PIECES))):
-        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
-            raise ValueError(f"plan: {name} must be an int from {low} to {high}, got {v!r}")
+    whole, split = check_plan(plan, tiles, k_blocks)
     if meta["TMA"]:
         if why:
             raise ValueError(why)
@@ -881,9 +887,9 @@ def _ws(ops: Operands, out: torch.Tensor, precise: bool) -> None:
 
 # ---- warp specialization by hand, in Gluon (chapter 07) ------------------------------------------
 
-def _gluonconfig(kind, bm, bn, bk, stages, group_m=8, warps=4):
-    return triton.Config({"KIND": kind, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
-                         num_warps=warps, num_stages=stages)
+def _gluonconfig(kind, bm, bn, bk, stages, group_m=8, warps=4, split=False):
+    return triton.Config({"KIND": kind, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m,
+                          "SPLIT": split}, num_warps=warps, num_stages=stages)
 
 
 # num_warps counts the consumer warps of the default partition (the producer's warp group, and in
@@ -893,8 +899,13 @@ GLUON_CONFIGS = [_gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps
                  _gluonconfig("cooperative", 128, 256, 64, 6, warps=8),
                  _gluonconfig("cooperative", 128, 128, 128, 6),
                  _gluonconfig("pingpong", 128, 128, 128, 5, group_m=16),
-                 _gluonconfig("pingpong", 128, 128, 128, 5)]
+                 _gluonconfig("pingpong", 128, 128, 128, 5),
+                 # with a split tail, timed only where split_plan cuts tiles: each won some of the
+                 # shapes with K = 12288 and N = 3072 in a sweep on the H200 (chapter 07)
+                 _gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps=8, split=True),
+                 _gluonconfig("cooperative", 128, 128, 128, 6, split=True)]
 GLUON_KERNELS = {"cooperative": gluon_ws_kernel, "pingpong": gluon_pingpong_kernel}
+_GLUON_KEYS = _WS_KEYS | {"KIND", "SPLIT"}
 
 
 def gluon_shared_bytes(config: triton.Config, out_bytes: int) -> int:
@@ -911,9 +922,9 @@ def gluon_refuses(config: triton.Config, out_bytes: int = 2) -> str | None:
     if not isinstance(config, triton.Config):
         return f"config must be a triton.Config, got {type(config).__name__}"
     k = config.kwargs
-    if set(k) != _WS_KEYS | {"KIND"} or k["KIND"] not in GLUON_KERNELS:
-        return (f"a Gluon configuration has the keys {sorted(_WS_KEYS | {'KIND'})}, KIND one of "
-                f"{sorted(GLUON_KERNELS)}; got {k}")
+    if set(k) != _GLUON_KEYS or k["KIND"] not in GLUON_KERNELS or not isinstance(k["SPLIT"], bool):
+        return (f"a Gluon configuration has the keys {sorted(_GLUON_KEYS)}, KIND one of {sorted(GLUON_KERNELS)} "
+                f"and SPLIT a bool; got {k}")
     try:
         _check_config(config)
     except (TypeError, ValueError) as e:
@@ -978,12 +989,22 @@ def gluon_takes(ops: Operands, out: torch.Tensor) -> str | None:
 _gluon_choice: dict[tuple, triton.Config] = {}
 
 
+def gluon_plan(config: triton.Config, M: int, N: int, K: int, num_sms: int) -> tuple[int, int]:
+    """(whole tiles, pieces per other tile) for a Gluon launch: ``split_plan``'s with SPLIT, else all
+    the tiles whole."""
+    k = config.kwargs
+    tiles = triton.cdiv(M, k["BLOCK_M"]) * triton.cdiv(N, k["BLOCK_N"])
+    return _split_plan(tiles, triton.cdiv(K, k["BLOCK_K"]), num_sms) if k["SPLIT"] else (tiles, 1)
+
+
 def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
-                 num_sms: int | None = None) -> Launch:
+                 num_sms: int | None = None, plan: tuple[int, int] | None = None) -> Launch:
     """Run a Gluon kernel (``config``'s KIND: cooperative or pingpong) into ``out``, descriptors
     built here; without ``config``, the first launch for a problem times each of GLUON_CONFIGS
-    (cut to the stages that fit) and keeps the fastest. Raises ValueError where ``gluon_takes``
-    or ``gluon_refuses`` says no."""
+    (cut to the stages that fit) and keeps the fastest. A SPLIT configuration cuts the tiles of
+    the last wave by ``plan`` (default ``gluon_plan``'s) and adds up the pieces with
+    ``sum_pieces_kernel`` after the launch. Raises ValueError where ``gluon_takes`` or
+    ``gluon_refuses`` says no, or for a plan without a SPLIT configuration."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -995,6 +1016,8 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
         why = gluon_refuses(config, out.element_size())
         if why:
             raise ValueError(why)
+    if plan is not None and (config is None or not config.kwargs["SPLIT"]):
+        raise ValueError("a plan needs a configuration with SPLIT=True (gemm._gluonconfig(..., split=True))")
     flags = ops.flags(precise)
     M, N, K = ops.M, ops.N, ops.K
 
@@ -1007,9 +1030,23 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
             TensorDescriptor.from_tensor(ops.b.t(), b_block, gl.NVMMASharedLayout.get_default_for(b_block, fp8)),
             TensorDescriptor.from_tensor(out, c_block, gl.NVMMASharedLayout.get_default_for(
                 c_block, getattr(gl, _GLUON_OUT[out.dtype]))))
-        compiled = GLUON_KERNELS[k["KIND"]][persistent_grid(M, N, num_sms)(k)](
-            *descriptors, *ops.packed_scales, M, N, K, k["GROUP_M"], cfg.num_stages, **flags,
-            num_warps=cfg.num_warps, maxnreg=gluon_maxnreg(cfg))
+        tiles = triton.cdiv(M, k["BLOCK_M"]) * triton.cdiv(N, k["BLOCK_N"])
+        if plan is None:
+            whole, pieces = gluon_plan(cfg, M, N, K, num_sms)
+        else:
+            whole, pieces = check_plan(plan, tiles, triton.cdiv(K, k["BLOCK_K"]))
+        rest = tiles - whole
+        # one float32 slot per piece of each split tile, none used unsplit (no counts: the pieces are
+        # added up by sum_pieces_kernel, after the launch)
+        partials, _ = _streamk_workspace(out.device, rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 1, 1)
+        programs = min(num_sms, whole + rest * pieces)
+        compiled = GLUON_KERNELS[k["KIND"]][(programs,)](
+            *descriptors, *ops.packed_scales, partials, M, N, K, whole, pieces, k["GROUP_M"], cfg.num_stages,
+            **flags, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, maxnreg=gluon_maxnreg(cfg))
+        if pieces > 1:
+            sum_pieces_kernel[(rest, k["BLOCK_M"] // 32)](
+                partials, out, *ops.packed_scales, M, N, whole, pieces, out.stride(0), out.stride(1),
+                k["BLOCK_M"], k["BLOCK_N"], k["GROUP_M"], flags["ROW_A"], flags["ROW_B"], 32, num_warps=4)
         return Launch(cfg, compiled)
 
     if config is not None:
@@ -1017,7 +1054,9 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
     key = (M, N, K, *flags.values(), num_sms, ops.a.dtype, out.dtype)
     if key not in _gluon_choice:
         candidates = [fit_gluon_config(c, out.element_size()) for c in GLUON_CONFIGS]
-        candidates = [c for c in candidates if gluon_refuses(c, out.element_size()) is None]
+        # a SPLIT configuration whose plan cuts no tile is its plain one: not timed twice
+        candidates = [c for c in candidates if gluon_refuses(c, out.element_size()) is None
+                      and (not c.kwargs["SPLIT"] or gluon_plan(c, M, N, K, num_sms)[1] > 1)]
         _gluon_choice[key] = _fastest(candidates, run)
     return run(_gluon_choice[key])
 

@@ -1,5 +1,7 @@
 """fp8_tutorial.gemm: scaled_mm against float64 at many shapes, and its input checks."""
 
+import re
+
 import pytest
 import torch
 
@@ -249,6 +251,77 @@ def test_gluon_kernels_match_float64(kind, gen, device):
                 assert err < tolerance(out_dtype, precise), (gemm.describe_config(fitted), recipes, precise, num_sms)
 
 
+@pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
+@pytest.mark.parametrize("kind", ["cooperative", "pingpong"])
+def test_gluon_split_tail_matches_float64(kind, gen, device):
+    """Every plan's pieces add up to the tile: none whole, half the tiles whole, all but one whole,
+    and as many pieces as K steps, with 3 "SMs" and the GPU's."""
+    G = gemm._gluonconfig
+    configs = [c for c in gemm.GLUON_CONFIGS if c.kwargs["KIND"] == kind and c.kwargs["SPLIT"]] or \
+        [G(kind, 128, 128, 128, 5, split=True)]
+    for (M, K, N), recipes in zip(GLUON_SHAPES[1:], [("row", "tensor"), ("tensor", "row"), ("row", "row"),
+                                                     ("row", "row")]):
+        a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+        ref = fp8.reference_mm(a, b, sa, sb)
+        ops = gemm.check_operands(a, b, sa, sb)
+        for config in configs:
+            k = config.kwargs
+            tiles = triton.cdiv(M, k["BLOCK_M"]) * triton.cdiv(N, k["BLOCK_N"])
+            k_blocks = triton.cdiv(K, k["BLOCK_K"])
+            for plan, precise, out_dtype, num_sms in [((0, min(3, k_blocks)), False, torch.bfloat16, None),
+                                                      ((tiles // 2, min(2, k_blocks)), True, torch.bfloat16, 3),
+                                                      ((tiles - 1, k_blocks), False, torch.float32, 3)]:
+                out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
+                gemm.launch_gluon(ops, out, precise, config=gemm.fit_gluon_config(config, out.element_size()),
+                                  num_sms=num_sms, plan=plan)
+                err = fp8.rel_error(out, ref)
+                assert err < tolerance(out_dtype, precise), (gemm.describe_config(config), plan, recipes, precise)
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
+def test_gluon_refuses_plans_it_cannot_take(gen, device):
+    a, b, sa, sb = operands(256, 512, 256, "tensor", "tensor", gen, device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    out = torch.empty(256, 256, dtype=torch.bfloat16, device=device)
+    split = gemm._gluonconfig("cooperative", 128, 128, 128, 4, split=True)
+    for config, plan, message in [(None, (0, 2), "needs a configuration with SPLIT=True"),
+                                  (gemm.GLUON_CONFIGS[2], (0, 2), "needs a configuration with SPLIT=True"),
+                                  (split, (4, 2), "whole tiles must be an int from 0 to 3"),
+                                  (split, (0, 5), "pieces must be an int from 1 to 4"),
+                                  (split, 3, "plan must be (whole tiles, pieces per other tile)")]:
+        with pytest.raises((ValueError, TypeError), match=re.escape(message)):
+            gemm.launch_gluon(ops, out, False, config=config, plan=plan)
+
+
+@pytest.mark.parametrize("recipes", [("tensor", "tensor"), ("row", "row")])
+def test_sum_pieces_adds_the_pieces_in_order_and_scales(recipes, gen, device):
+    """The pieces of the split tiles (those after WHOLE_TILES, in grouped order) summed, scaled and
+    stored; the whole tiles left as they were."""
+    M, N, BM, BN, pieces, whole, group_m = 40, 24, 16, 8, 3, 5, 2
+    tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
+    partials = torch.randn((tiles - whole) * pieces, BM, BN, generator=gen).to(device)
+    sa = torch.rand(M if recipes[0] == "row" else 1, generator=gen).to(device) + 0.5
+    sb = torch.rand(N if recipes[1] == "row" else 1, generator=gen).to(device) + 0.5
+    out = fp8.poison(torch.empty(M, N, dtype=torch.float32, device=device))
+    before = out.clone()
+    gemm.sum_pieces_kernel[(tiles - whole, BM // 8)](
+        partials, out, sa, sb, M, N, whole, pieces, out.stride(0), out.stride(1), BM, BN, group_m,
+        recipes[0] == "row", recipes[1] == "row", 8)
+    sums = partials.view(tiles - whole, pieces, BM, BN).double().sum(1)
+    scale = sa.double().view(-1, 1) * sb.double().view(1, -1)
+    num_m, num_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
+    seen = torch.zeros(M, N, dtype=torch.bool, device=device)
+    for t in range(whole, tiles):  # grouped order, as common.grouped_tile numbers the tiles
+        group, within = divmod(t, group_m * num_n)
+        rows_in_group = min(num_m - group * group_m, group_m)
+        pm, pn = group * group_m + within % rows_in_group, within // rows_in_group
+        r, c = slice(pm * BM, min(M, (pm + 1) * BM)), slice(pn * BN, min(N, (pn + 1) * BN))
+        want = (sums[t - whole][: r.stop - r.start, : c.stop - c.start] * scale.expand(M, N)[r, c]).float()
+        torch.testing.assert_close(out[r, c], want, rtol=1e-6, atol=1e-6)
+        seen[r, c] = True
+    assert torch.equal(out[~seen].view(-1).view(torch.int32), before[~seen].view(-1).view(torch.int32))
+
+
 @pytest.mark.skipif(not fp8.ON_GPU, reason="timing needs a GPU")
 def test_fastest_picks_the_fastest_candidate():
     x = torch.randn(4096, 4096, device="cuda")
@@ -272,7 +345,10 @@ def test_launch_gluon_keeps_the_fastest_configuration(gen, device, monkeypatch):
         out = fp8.poison(torch.empty(1000, 1000, dtype=torch.bfloat16, device=device))
         launch = gemm.launch_gluon(ops, out, False)
         assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
-        assert len(timed) == 1 and len(timed[0]) == len(gemm.GLUON_CONFIGS) and launch.config is timed[0][-1]
+        # every configuration but the SPLIT ones whose plan cuts no tile of this problem (their plain twins)
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        expected = [c for c in gemm.GLUON_CONFIGS if not c.kwargs["SPLIT"] or gemm.gluon_plan(c, 1000, 1000, 1040, sms)[1] > 1]
+        assert len(timed) == 1 and len(timed[0]) == len(expected) and launch.config is timed[0][-1]
     check_scaled_mm("gluon", a, b, sa, sb, fp8.reference_mm(a, b, sa, sb), torch.bfloat16, device)
 
 

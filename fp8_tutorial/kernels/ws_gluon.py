@@ -6,7 +6,7 @@ waits on mbarriers itself; ``gl.warp_specialize`` runs one function per partitio
 the registers of each. What ``tl.range(..., warp_specialize=True)`` leaves to the compiler is here
 in the source:
 
-- a producer of one warp (24 registers) walks the program's tiles and K blocks and issues the TMA
+- a producer of one warp (24 registers) walks the program's tiles and K steps and issues the TMA
   loads of A and W into a ring of STAGES buffers; ``ready[s]`` says a buffer is full (TMA counts
   its bytes in), ``empty[s]`` that its consumer is done with it;
 - consumers wait on ``ready``, issue the ``wgmma`` on the buffer, and hand back the one before as
@@ -21,6 +21,13 @@ Two kernels, two ways to use more than one consumer warp group:
 - ``gluon_pingpong_kernel``: two consumer warp groups, each on its own tiles (alternate ones), take
   turns through the one ring, so that one group's epilogue runs while the other's K loop does;
   ``turn`` barriers keep their K loops in order.
+
+Both walk the schedule of ``persistent.split_kernel`` (``program_work``): with SPLIT, the tiles
+after the full waves are cut into pieces along K, so that the last wave keeps every SM busy; the
+pieces' float32 partial tiles are written out, and ``persistent.sum_pieces_kernel``, launched
+next, adds them up, scales them and stores the tiles. Adding them up in the kernel instead (the
+last piece to finish, as ``split_kernel`` does) made ptxas spill the accumulator after every
+tile's K loop, split or not, and cost 3 to 25% on the H200.
 
 With PRECISE the compiler adds each block's product into the float32 accumulator right after its
 ``wgmma``, so the ``wgmma`` are waited for one by one, and with 128 x 256 tiles the two
@@ -44,18 +51,45 @@ def _tile_origin(tile, M, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP
 
 
 @gluon.jit
-def load_ring(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M: gl.constexpr):
-    """The producer: every K block of every tile of this program, in order, into the ring."""
+def program_work(M, N, K, WHOLE_TILES, PIECES, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                 BLOCK_K: gl.constexpr):
+    """The schedule of ``persistent.split_kernel`` (split-K in step): the first WHOLE_TILES tiles in
+    grouped order whole, the K steps of each of the others cut at the same boundaries into PIECES
+    pieces, handed out in K order; program p takes units p, p + P, ... Returns (this program's
+    units, the tiles cut, K steps per tile)."""
+    tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
+    rest = tiles - WHOLE_TILES
+    units = gl.cdiv(WHOLE_TILES + rest * PIECES - gl.program_id(0), gl.num_programs(0))
+    return units, rest, gl.cdiv(K, BLOCK_K)
+
+
+@gluon.jit
+def work_unit(u, WHOLE_TILES, PIECES, rest, k_steps):
+    """This program's unit ``u``: (tile, piece, its K steps [k_first, k_last))."""
+    unit = gl.program_id(0) + u * gl.num_programs(0)
+    tile = unit
+    piece = 0
+    pieces = 1
+    if unit >= WHOLE_TILES:
+        piece = (unit - WHOLE_TILES) // rest
+        tile = WHOLE_TILES + (unit - WHOLE_TILES) % rest
+        pieces = PIECES
+    return tile, piece, piece * k_steps // pieces, (piece + 1) * k_steps // pieces
+
+
+@gluon.jit
+def load_ring(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr):
+    """The producer: every K step of every unit of this program, in order, into the ring."""
     BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
     STAGES: gl.constexpr = a_bufs.type.shape[0]
-    tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
-    k_steps = gl.cdiv(K, BLOCK_K)
-    it = 0  # K blocks loaded so far: buffer it % STAGES, its (it // STAGES)-th filling
-    for tile in range(gl.program_id(0), tiles, gl.num_programs(0)):
+    units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, BLOCK_M, BLOCK_N, BLOCK_K)
+    it = 0  # K steps loaded so far: buffer it % STAGES, its (it // STAGES)-th filling
+    for u in range(units):
+        tile, _, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
         off_m, off_n = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        for kk in range(k_steps):
+        for kk in range(k_first, k_last):
             s = it % STAGES
             # a new barrier counts as having completed the phase before phase 0: the first pass
             # through the ring does not wait
@@ -106,6 +140,49 @@ def store_tile(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N
     tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
 
 
+@gluon.jit
+def stash_piece(acc, stage, partials_ptr, slot, num_warps: gl.constexpr):
+    """Write this piece's float32 partial tile to its slot of ``partials`` (``persistent.
+    sum_pieces_kernel`` adds the pieces up after the launch). It goes out in column halves through
+    ``stage``, the output tile's shared buffer seen as float32, and from there 32 rows at a time in
+    vectors of 4: from the accumulator's own layout each thread would form 64 addresses, and ptxas
+    would spill the accumulator after every tile's K loop to hold them."""
+    BLOCK_M: gl.constexpr = acc.type.shape[0]
+    BLOCK_N: gl.constexpr = acc.type.shape[1]
+    HALF: gl.constexpr = BLOCK_N // 2
+    ROWS: gl.constexpr = 32
+    rows_of_4: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [num_warps, 1], [1, 0])
+    half_smem = stage._reinterpret(gl.float32, [BLOCK_M, HALF], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    offsets = (gl.arange(0, ROWS, layout=gl.SliceLayout(1, rows_of_4))[:, None] * BLOCK_N
+               + gl.arange(0, HALF, layout=gl.SliceLayout(0, rows_of_4))[None, :])
+    base = partials_ptr + slot.to(gl.int64) * (BLOCK_M * BLOCK_N)
+    halves = gl.split(gl.permute(gl.reshape(acc, [BLOCK_M, 2, HALF]), [0, 2, 1]))
+    tma.store_wait(0)  # the stage may still be read by the last tile's TMA store
+    for h in gl.static_range(2):
+        half_smem.store(halves[h])
+        gl.thread_barrier()
+        for r in gl.static_range(0, BLOCK_M, ROWS):
+            gl.store(base + r * BLOCK_N + h * HALF + offsets, half_smem.slice(r, ROWS).load(rows_of_4))
+        gl.thread_barrier()
+
+
+@gluon.jit
+def finish_unit(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, partials_ptr, M, N, tile, piece,
+                WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, ROW_A: gl.constexpr, ROW_B: gl.constexpr,
+                SPLIT: gl.constexpr, num_warps: gl.constexpr):
+    """After a unit's K steps: store its tile, or with SPLIT, for a piece, stash its partial tile."""
+    BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
+    off_m, off_n = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    if SPLIT:
+        if (tile < WHOLE_TILES) | (PIECES == 1):
+            store_tile(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B)
+        else:
+            stash_piece(acc, c_smem, partials_ptr, (tile - WHOLE_TILES) * PIECES + piece, num_warps)
+    else:
+        store_tile(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B)
+
+
 @gluon.constexpr_function
 def accumulator_layout(BLOCK_N, num_warps):
     """wgmma's accumulator: warps stacked along M, 16 rows each per instruction, BLOCK_N wide."""
@@ -113,85 +190,99 @@ def accumulator_layout(BLOCK_N, num_warps):
 
 
 @gluon.jit
-def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_smem, scale_a_ptr, scale_b_ptr,
-                          M, N, K, GROUP_M: gl.constexpr, ROW_A: gl.constexpr, ROW_B: gl.constexpr,
-                          PRECISE: gl.constexpr, num_warps: gl.constexpr):
-    BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
-    BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
-    acc = gl.zeros((BLOCK_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, num_warps))
-    k_steps = gl.cdiv(K, a_desc.block_type.shape[1])
-    it = 0
-    for tile in range(gl.program_id(0), gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N), gl.num_programs(0)):
-        off_m, off_n = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        acc, it = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, PRECISE)
-        store_tile(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B)
-    tma.store_wait(0)
-
-
-@gluon.jit
-def gluon_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
-                    GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr, ROW_B: gl.constexpr,
-                    PRECISE: gl.constexpr, num_warps: gl.constexpr):
-    """C = scale(A @ W^T), persistent: one producer warp, ``num_warps`` consumer warps sharing each
-    tile (BLOCK_M x BLOCK_N from ``c_desc``), STAGES buffers in the ring."""
+def allocate_ring(a_desc, b_desc, STAGES: gl.constexpr):
+    """The ring: STAGES buffers of A's and of W's blocks, and a ``ready`` and an ``empty`` barrier
+    for each."""
     a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
+    return a_bufs, b_bufs, ready, empty
+
+
+@gluon.jit
+def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_smem, scale_a_ptr, scale_b_ptr,
+                          partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
+                          ROW_A: gl.constexpr, ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
+                          num_warps: gl.constexpr):
+    BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
+    acc = gl.zeros((BLOCK_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, num_warps))
+    units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, BLOCK_M, BLOCK_N, a_desc.block_type.shape[1])
+    it = 0
+    for u in range(units):
+        tile, piece, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
+        acc, it = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE)
+        finish_unit(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, partials_ptr, M, N, tile, piece,
+                    WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B, SPLIT, num_warps)
+    tma.store_wait(0)
+
+
+@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])  # one compilation serves every plan
+def gluon_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, M, N, K,
+                    WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
+                    ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr, num_warps: gl.constexpr):
+    """C = scale(A @ W^T), persistent: one producer warp, ``num_warps`` consumer warps sharing each
+    tile (BLOCK_M x BLOCK_N from ``c_desc``), STAGES buffers in the ring. The first WHOLE_TILES
+    tiles are computed whole; with SPLIT the others are cut into PIECES pieces each
+    (``program_work``), whose partial tiles go to ``partials`` for ``persistent.sum_pieces_kernel``
+    to add up. Without SPLIT, WHOLE_TILES must be all the tiles and PIECES 1."""
+    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES)
+    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
     gl.warp_specialize([
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_smem, scale_a_ptr, scale_b_ptr,
-                                 M, N, K, GROUP_M, ROW_A, ROW_B, PRECISE, num_warps)),
-        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M)),
+                                 partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                                 PRECISE, SPLIT, num_warps)),
+        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M)),
     ], [1], [24])
 
 
 @gluon.jit
-def _pingpong_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
-                       M, N, K, GROUP_M: gl.constexpr, ROW_A: gl.constexpr, ROW_B: gl.constexpr,
-                       PRECISE: gl.constexpr, GROUP: gl.constexpr):
+def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
+                       partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
+                       ROW_A: gl.constexpr, ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
+                       GROUP: gl.constexpr):
     BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
     acc = gl.zeros((BLOCK_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, 4))
-    k_steps = gl.cdiv(K, a_desc.block_type.shape[1])
-    n = 0  # tiles this group has done; the program's tiles alternate between the groups
-    for tile in range(gl.program_id(0) + GROUP * gl.num_programs(0), gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N),
-                      2 * gl.num_programs(0)):
-        off_m, off_n = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-        # wait until the other group's previous K loop is done: without it, this group could wait
-        # on a ring position two fillings ahead, and the barrier's parity would pass it at once
-        mbarrier.wait(turn.index(GROUP), (n & 1) ^ (1 - GROUP))
-        acc, _ = mma_tile(a_bufs, b_bufs, ready, empty, acc, (2 * n + GROUP) * k_steps, k_steps, PRECISE)
-        mbarrier.arrive(turn.index(1 - GROUP))
-        store_tile(acc, c_desc, c_bufs.index(GROUP), scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B)
-        n += 1
+    units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, BLOCK_M, BLOCK_N, a_desc.block_type.shape[1])
+    it = 0  # the ring position of unit u: the K steps of the units before it, the other group's too
+    for u in range(units):  # the program's units alternate between the groups
+        tile, piece, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
+        if u % 2 == GROUP:
+            # wait until the other group's previous K loop is done: without it, this group could wait
+            # on a ring position two fillings ahead, and the barrier's parity would pass it at once
+            mbarrier.wait(turn.index(GROUP), ((u // 2) & 1) ^ (1 - GROUP))
+            acc, _ = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE)
+            mbarrier.arrive(turn.index(1 - GROUP))
+            finish_unit(acc, c_desc, c_bufs.index(GROUP), scale_a_ptr, scale_b_ptr, partials_ptr,
+                        M, N, tile, piece, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B, SPLIT, 4)
+        it += k_last - k_first
     tma.store_wait(0)
 
 
-@gluon.jit
-def gluon_pingpong_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
-                          GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr, ROW_B: gl.constexpr,
-                          PRECISE: gl.constexpr, num_warps: gl.constexpr):
+@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
+def gluon_pingpong_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, M, N, K,
+                          WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
+                          ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
+                          num_warps: gl.constexpr):
     """C = scale(A @ W^T), persistent: one producer warp and two consumer warp groups of 4 warps
-    (the default partition, ``num_warps`` = 4, and a worker), each on alternate tiles."""
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    (the default partition, ``num_warps`` = 4, and a worker), each on alternate units of work;
+    the rest as in ``gluon_ws_kernel``."""
+    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES)
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2] + c_desc.block_type.shape, c_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
     for i in gl.static_range(2):
         mbarrier.init(turn.index(i), count=1)
     gl.warp_specialize([
-        (_pingpong_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr,
-                              scale_b_ptr, M, N, K, GROUP_M, ROW_A, ROW_B, PRECISE, 0)),
-        (_pingpong_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr,
-                              scale_b_ptr, M, N, K, GROUP_M, ROW_A, ROW_B, PRECISE, 1)),
-        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, GROUP_M)),
+        (_pingpong_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
+                              partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                              PRECISE, SPLIT, 0)),
+        (_pingpong_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
+                              partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                              PRECISE, SPLIT, 1)),
+        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M)),
     ], [4, 1], [232, 24])
