@@ -309,12 +309,9 @@ def test_sum_pieces_adds_the_pieces_in_order_and_scales(recipes, gen, device):
         recipes[0] == "row", recipes[1] == "row", 8)
     sums = partials.view(tiles - whole, pieces, BM, BN).double().sum(1)
     scale = sa.double().view(-1, 1) * sb.double().view(1, -1)
-    num_m, num_n = triton.cdiv(M, BM), triton.cdiv(N, BN)
     seen = torch.zeros(M, N, dtype=torch.bool, device=device)
-    for t in range(whole, tiles):  # grouped order, as common.grouped_tile numbers the tiles
-        group, within = divmod(t, group_m * num_n)
-        rows_in_group = min(num_m - group * group_m, group_m)
-        pm, pn = group * group_m + within % rows_in_group, within // rows_in_group
+    for t in range(whole, tiles):  # in grouped order
+        pm, pn = schedule.grouped_tile(t, triton.cdiv(M, BM), triton.cdiv(N, BN), group_m)
         r, c = slice(pm * BM, min(M, (pm + 1) * BM)), slice(pn * BN, min(N, (pn + 1) * BN))
         want = (sums[t - whole][: r.stop - r.start, : c.stop - c.start] * scale.expand(M, N)[r, c]).float()
         torch.testing.assert_close(out[r, c], want, rtol=1e-6, atol=1e-6)

@@ -156,6 +156,20 @@ def streamk_kernel(
         it += k_last - k_first
 
 
+@triton.jit
+def split_unit(unit, WHOLE_TILES, SPLIT, rest, k_blocks):
+    """Unit ``unit`` of split-K in step (``split_kernel``): a whole tile below WHOLE_TILES, else
+    piece (unit - WHOLE_TILES) // rest of tile WHOLE_TILES + (unit - WHOLE_TILES) % rest, one of
+    SPLIT cut at the same K boundaries in every tile. Returns (tile, piece, pieces, first K block,
+    last K block + 1)."""
+    whole = unit < WHOLE_TILES
+    cut = tl.maximum(unit - WHOLE_TILES, 0)  # no tile is cut where rest is 0
+    piece = tl.where(whole, 0, cut // tl.maximum(rest, 1))
+    pieces = tl.where(whole, 1, SPLIT)
+    tile = tl.where(whole, unit, WHOLE_TILES + cut % tl.maximum(rest, 1))
+    return tile, piece, pieces, piece * k_blocks // pieces, (piece + 1) * k_blocks // pieces
+
+
 @triton.jit(do_not_specialize=["WHOLE_TILES", "SPLIT"])  # one compilation serves every plan
 def split_kernel(
     a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr,
@@ -186,26 +200,23 @@ def split_kernel(
     a_src, b_src = operand_sources(a_ptr, b_ptr, M, N, K, stride_am, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, TMA)
     tile_offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     for unit in range(tl.program_id(0), units, num_programs):
-        whole = unit < WHOLE_TILES
-        piece = tl.where(whole, 0, (unit - WHOLE_TILES) // rest)
-        pieces = tl.where(whole, 1, SPLIT)
-        tile = tl.where(whole, unit, WHOLE_TILES + (unit - WHOLE_TILES) % rest)
+        tile, piece, pieces, k_first, k_last = split_unit(unit, WHOLE_TILES, SPLIT, rest, k_blocks)
         pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
         acc = _streamk_product(a_src, b_src, pid_m, pid_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
-                               piece * k_blocks // pieces, (piece + 1) * k_blocks // pieces,
-                               BLOCK_M, BLOCK_N, BLOCK_K, PRECISE, EVEN_K, TMA)
+                               k_first, k_last, BLOCK_M, BLOCK_N, BLOCK_K, PRECISE, EVEN_K, TMA)
+        done = pieces == 1
         if pieces > 1:
             split_tile = tile - WHOLE_TILES
             slots = partials_ptr + (split_tile * SPLIT).to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_offsets
             tl.store(slots + piece * (BLOCK_M * BLOCK_N), acc)
             tl.debug_barrier()  # every thread's part of the slot is written before the count
-            whole = tl.atomic_add(arrivals_ptr + split_tile, 1, sem="acq_rel") == SPLIT - 1
-            if whole:  # the last piece to finish: sum all the slots, its own too, in piece order
+            done = tl.atomic_add(arrivals_ptr + split_tile, 1, sem="acq_rel") == SPLIT - 1
+            if done:  # the last piece to finish: sum all the slots, its own too, in piece order
                 acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
                 for q in range(SPLIT):
                     acc += tl.load(slots + q * (BLOCK_M * BLOCK_N), cache_modifier=".cg")
                 tl.atomic_xchg(arrivals_ptr + split_tile, 0)
-        if whole | (pieces == 1):
+        if done:
             rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
             cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
             _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, rows, cols, M, N, stride_cm, stride_cn, ROW_A, ROW_B)

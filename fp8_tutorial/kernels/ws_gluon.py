@@ -42,6 +42,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 
 from .common import grouped_tile, scale_epilogue
+from .persistent import split_unit
 
 
 @gluon.jit
@@ -65,16 +66,11 @@ def program_work(M, N, K, WHOLE_TILES, PIECES, BLOCK_M: gl.constexpr, BLOCK_N: g
 
 @gluon.jit
 def work_unit(u, WHOLE_TILES, PIECES, rest, k_steps):
-    """This program's unit ``u``: (tile, piece, its K steps [k_first, k_last))."""
-    unit = gl.program_id(0) + u * gl.num_programs(0)
-    tile = unit
-    piece = 0
-    pieces = 1
-    if unit >= WHOLE_TILES:
-        piece = (unit - WHOLE_TILES) // rest
-        tile = WHOLE_TILES + (unit - WHOLE_TILES) % rest
-        pieces = PIECES
-    return tile, piece, piece * k_steps // pieces, (piece + 1) * k_steps // pieces
+    """This program's unit ``u``: (tile, piece, its K steps [k_first, k_last)), as
+    ``persistent.split_unit`` numbers them."""
+    tile, piece, _, k_first, k_last = split_unit(gl.program_id(0) + u * gl.num_programs(0), WHOLE_TILES, PIECES,
+                                                 rest, k_steps)
+    return tile, piece, k_first, k_last
 
 
 @gluon.jit
