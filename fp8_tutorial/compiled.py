@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import triton
 
 from ._env import MODE
+from .gemm import gluon_blocks
 
 #: The package's pointer arguments, by name, and what they point to by default.
 POINTER_TYPES = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": "*bf16", "scale_a_ptr": "*fp32",
@@ -72,9 +73,9 @@ def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "
 
     k = config.kwargs
     out_ty = {"bf16": gl.bfloat16, "fp16": gl.float16, "fp32": gl.float32}[out]
-    blocks = {"a_desc": ("fp8e4nv", [k["BLOCK_M"], k["BLOCK_K"]], gl.float8e4nv),
-              "b_desc": ("fp8e4nv", [k["BLOCK_N"], k["BLOCK_K"]], gl.float8e4nv),
-              "c_desc": (out, [k["BLOCK_M"], k["BLOCK_N"]], out_ty)}
+    a_block, b_block, c_block = gluon_blocks(config)
+    blocks = {"a_desc": ("fp8e4nv", a_block, gl.float8e4nv), "b_desc": ("fp8e4nv", b_block, gl.float8e4nv),
+              "c_desc": (out, c_block, out_ty)}
     signature = {name: f"tensordesc<{ty}[{shape[0]}, {shape[1]}],"
                        f"{gl.NVMMASharedLayout.get_default_for(shape, dtype)!r}>"
                  for name, (ty, shape, dtype) in blocks.items()}

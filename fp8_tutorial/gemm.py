@@ -30,7 +30,7 @@ from .kernels.persistent import sum_pieces_kernel, persistent_kernel, split_kern
 from .kernels.tiled import tiled_kernel
 from .kernels.tma import tma_host_kernel, tma_kernel
 from .kernels.ws import ws_kernel
-from .kernels.ws_gluon import gluon_pingpong_kernel, gluon_ws_kernel
+from .kernels.ws_gluon import gluon_pingpong_kernel, gluon_stacked_kernel, gluon_ws_kernel
 from .quant import FP8_DTYPES, dequantize
 
 OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -900,11 +900,19 @@ GLUON_CONFIGS = [_gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps
                  _gluonconfig("cooperative", 128, 128, 128, 6),
                  _gluonconfig("pingpong", 128, 128, 128, 5, group_m=16),
                  _gluonconfig("pingpong", 128, 128, 128, 5),
+                 _gluonconfig("stacked", 192, 128, 128, 4),
+                 _gluonconfig("stacked", 192, 128, 128, 4, group_m=16),
                  # with a split tail, timed only where split_plan cuts tiles: each won some of the
                  # shapes with K = 12288 and N = 3072 in a sweep on the H200 (chapter 07)
                  _gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps=8, split=True),
-                 _gluonconfig("cooperative", 128, 128, 128, 6, split=True)]
-GLUON_KERNELS = {"cooperative": gluon_ws_kernel, "pingpong": gluon_pingpong_kernel}
+                 _gluonconfig("cooperative", 128, 128, 128, 6, split=True),
+                 _gluonconfig("stacked", 192, 128, 128, 4, split=True)]
+GLUON_KERNELS = {"cooperative": gluon_ws_kernel, "pingpong": gluon_pingpong_kernel, "stacked": gluon_stacked_kernel}
+# Consumer groups stacked along M in each tile (each its own partition, BLOCK_M // groups rows), and
+# warps beside the default partition's, counted in whole warp groups as the registers are: the
+# producer's warp is padded to a warp group.
+GLUON_GROUPS = {"cooperative": 1, "pingpong": 1, "stacked": 3}
+_GLUON_OTHER_WARPS = {"cooperative": 4, "pingpong": 8, "stacked": 12}
 _GLUON_KEYS = _WS_KEYS | {"KIND", "SPLIT"}
 
 
@@ -925,20 +933,30 @@ def gluon_refuses(config: triton.Config, out_bytes: int = 2) -> str | None:
     if set(k) != _GLUON_KEYS or k["KIND"] not in GLUON_KERNELS or not isinstance(k["SPLIT"], bool):
         return (f"a Gluon configuration has the keys {sorted(_GLUON_KEYS)}, KIND one of {sorted(GLUON_KERNELS)} "
                 f"and SPLIT a bool; got {k}")
-    try:
-        _check_config(config)
+    groups = GLUON_GROUPS[k["KIND"]]
+    if isinstance(k["BLOCK_M"], int) and k["BLOCK_M"] % groups:
+        return f"the {k['KIND']} kernel stacks {groups} blocks of rows: BLOCK_M must divide by {groups}, got {k['BLOCK_M']}"
+    try:  # each group's rows make a block of A's descriptor: a power of two
+        _check_config(triton.Config({**k, "BLOCK_M": k["BLOCK_M"] // groups if isinstance(k["BLOCK_M"], int)
+                                     else k["BLOCK_M"]}, num_warps=config.num_warps, num_stages=config.num_stages))
     except (TypeError, ValueError) as e:
-        return str(e)
+        return str(e) + (f" (BLOCK_M / {groups}: the rows of each consumer group)" if groups > 1 else "")
     warps = (4, 8) if k["KIND"] == "cooperative" else (4,)
     if config.num_warps not in warps:
         return f"the {k['KIND']} kernel takes {' or '.join(map(str, warps))} consumer warps, got {config.num_warps}"
-    if k["BLOCK_M"] % (16 * config.num_warps) or k["BLOCK_N"] > 256 or k["BLOCK_K"] < 32:
-        return (f"wgmma needs BLOCK_M a multiple of 16 x num_warps ({16 * config.num_warps}), BLOCK_N at most 256 "
-                f"and BLOCK_K at least 32; got {k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']}")
-    per_thread = k["BLOCK_M"] * k["BLOCK_N"] // (32 * config.num_warps)
-    if per_thread > 128:
-        return (f"the accumulator would take {per_thread} registers per thread (at most 128 leave room for the "
-                f"rest): use more warps or a smaller tile")
+    rows = k["BLOCK_M"] // groups
+    if rows % (16 * config.num_warps) or k["BLOCK_N"] > 256 or k["BLOCK_K"] < 32:
+        return (f"wgmma needs each consumer group's rows (BLOCK_M / {groups}) a multiple of 16 x num_warps "
+                f"({16 * config.num_warps}), BLOCK_N at most 256 and BLOCK_K at least 32; got "
+                f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']}")
+    per_thread = rows * k["BLOCK_N"] // (32 * config.num_warps)
+    # ptxas compiles every partition for gluon_maxnreg's count; 40 beside the accumulator are what the
+    # cooperative 128 x 256 configuration has (128 + 40 = 168), and it does not spill
+    room = gluon_maxnreg(config) - 40
+    if per_thread > min(128, room):
+        return (f"the accumulator would take {per_thread} registers per thread (at most {min(128, room)} of the "
+                f"{gluon_maxnreg(config)} that ptxas has leave room for the rest): use "
+                + ("more warps or " if len(warps) > 1 else "") + "a smaller tile")
     if config.num_stages < 2:
         return f"the ring needs at least 2 buffers, got num_stages={config.num_stages}"
     need = gluon_shared_bytes(config, out_bytes)
@@ -953,7 +971,7 @@ def gluon_maxnreg(config: triton.Config) -> int:
     """The registers per thread to compile for: the register file (64K) is shared by the consumer
     warps, the producer's warp group and, in ping-pong, the second consumer group; the partitions
     then move registers among themselves with setmaxnreg."""
-    warps = config.num_warps + (8 if config.kwargs["KIND"] == "pingpong" else 4)
+    warps = config.num_warps + _GLUON_OTHER_WARPS[config.kwargs["KIND"]]
     return min(255, 65536 // (32 * warps) // 8 * 8)
 
 
@@ -987,6 +1005,13 @@ def gluon_takes(ops: Operands, out: torch.Tensor) -> str | None:
 
 # Which configuration launch_gluon chose for each problem seen on this GPU.
 _gluon_choice: dict[tuple, triton.Config] = {}
+
+
+def gluon_blocks(config: triton.Config) -> tuple[list[int], list[int], list[int]]:
+    """The blocks of A's, W's and C's descriptors: one consumer group's rows of a tile for A and C."""
+    k = config.kwargs
+    rows = k["BLOCK_M"] // GLUON_GROUPS[k["KIND"]]
+    return [rows, k["BLOCK_K"]], [k["BLOCK_N"], k["BLOCK_K"]], [rows, k["BLOCK_N"]]
 
 
 def gluon_plan(config: triton.Config, M: int, N: int, K: int, num_sms: int) -> tuple[int, int]:
@@ -1023,7 +1048,7 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
 
     def run(cfg):
         k = cfg.kwargs
-        a_block, b_block, c_block = [k["BLOCK_M"], k["BLOCK_K"]], [k["BLOCK_N"], k["BLOCK_K"]], [k["BLOCK_M"], k["BLOCK_N"]]
+        a_block, b_block, c_block = gluon_blocks(cfg)
         fp8 = gl.float8e4nv  # gluon_takes refuses e5m2
         descriptors = (
             TensorDescriptor.from_tensor(ops.a, a_block, gl.NVMMASharedLayout.get_default_for(a_block, fp8)),

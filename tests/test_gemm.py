@@ -231,7 +231,7 @@ GLUON_SHAPES = [(1, 16, 8), (97, 256, 136), (1000, 1040, 1000), (300, 4096, 520)
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
-@pytest.mark.parametrize("kind", ["cooperative", "pingpong"])
+@pytest.mark.parametrize("kind", ["cooperative", "pingpong", "stacked"])
 def test_gluon_kernels_match_float64(kind, gen, device):
     """Each recipe on its own side, fast and precise, bf16 and float32 outputs, with one tile per
     program and with many (3 "SMs": the ping-pong groups take turns, the ring wraps around)."""
@@ -252,7 +252,7 @@ def test_gluon_kernels_match_float64(kind, gen, device):
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
-@pytest.mark.parametrize("kind", ["cooperative", "pingpong"])
+@pytest.mark.parametrize("kind", ["cooperative", "pingpong", "stacked"])
 def test_gluon_split_tail_matches_float64(kind, gen, device):
     """Every plan's pieces add up to the tile: none whole, half the tiles whole, all but one whole,
     and as many pieces as K steps, with 3 "SMs" and the GPU's."""
@@ -398,6 +398,11 @@ def test_gluon_refuses_configurations_it_cannot_run():
              (G("cooperative", 128, 128, 16, 4), "BLOCK_K at least 32"),
              (G("cooperative", 128, 256, 256, 2, warps=8), "smaller tiles"),
              (G("cooperative", 128, 100, 128, 4), "power of two"),
+             (G("stacked", 128, 128, 128, 4), "BLOCK_M must divide by 3"),
+             (G("stacked", 144, 128, 128, 4), "power of two"),
+             (G("stacked", 96, 128, 128, 4), "multiple of 16 x num_warps"),
+             (G("stacked", 192, 128, 128, 4, warps=8), "takes 4 consumer warps"),
+             (G("stacked", 192, 256, 64, 4), "128 registers per thread (at most 88 of the 128"),
              ("128x128", "must be a triton.Config")]
     for config, message in cases:
         assert message in gemm.gluon_refuses(config), config

@@ -8,21 +8,26 @@ in the source:
 
 - a producer of one warp (24 registers) walks the program's tiles and K steps and issues the TMA
   loads of A and W into a ring of STAGES buffers; ``ready[s]`` says a buffer is full (TMA counts
-  its bytes in), ``empty[s]`` that its consumer is done with it;
+  its bytes in), ``empty[s]`` that its consumers are done with it;
 - consumers wait on ``ready``, issue the ``wgmma`` on the buffer, and hand back the one before as
   soon as ``warpgroup_mma_wait(1)`` says its product is done, so one ``wgmma`` is always in flight;
 - the epilogue scales the tile (the shared ``scale_epilogue``) and stores it through TMA; the
   store is waited for only when its shared buffer is needed again, a tile later.
 
-Two kernels, two ways to use more than one consumer warp group:
+Three kernels, three ways to use more than one consumer warp group:
 
 - ``gluon_ws_kernel`` (cooperative): ``num_warps`` consumer warps (4 or 8: one or two warp groups)
   share each tile's rows, the form the compiler gives ``ws_kernel``;
+- ``gluon_stacked_kernel`` (stacked): three consumer warp groups, each its own partition, each on
+  its own 64 rows of a 192-row tile. Triton's blocks must be powers of two; three blocks of A's
+  descriptor stacked make a tile that is not. With 16 warps in all, ptxas has 128 registers per
+  thread for every partition (``setmaxnreg`` moves registers at run time, not at compile time), so
+  each group's accumulator is 64 x 128;
 - ``gluon_pingpong_kernel``: two consumer warp groups, each on its own tiles (alternate ones), take
   turns through the one ring, so that one group's epilogue runs while the other's K loop does;
   ``turn`` barriers keep their K loops in order.
 
-Both walk the schedule of ``persistent.split_kernel`` (``program_work``): with SPLIT, the tiles
+All three walk the schedule of ``persistent.split_kernel`` (``program_work``): with SPLIT, the tiles
 after the full waves are cut into pieces along K, so that the last wave keeps every SM busy; the
 pieces' float32 partial tiles are written out, and ``persistent.sum_pieces_kernel``, launched
 next, adds them up, scales them and stores the tiles. Adding them up in the kernel instead (the
@@ -74,46 +79,54 @@ def work_unit(u, WHOLE_TILES, PIECES, rest, k_steps):
 
 
 @gluon.jit
-def load_ring(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr):
-    """The producer: every K step of every unit of this program, in order, into the ring."""
-    BLOCK_M: gl.constexpr = a_desc.block_type.shape[0]
+def load_ring(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
+              GROUPS: gl.constexpr):
+    """The producer: every K step of every unit of this program, in order, into the ring. A tile's
+    rows are GROUPS blocks of A's descriptor (one per consumer group: ``gluon_stacked_kernel``)."""
+    SUB_M: gl.constexpr = a_desc.block_type.shape[0]
     BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
-    STAGES: gl.constexpr = a_bufs.type.shape[0]
-    units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, BLOCK_M, BLOCK_N, BLOCK_K)
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N, BLOCK_K)
     it = 0  # K steps loaded so far: buffer it % STAGES, its (it // STAGES)-th filling
     for u in range(units):
         tile, _, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
-        off_m, off_n = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m, off_n = _tile_origin(tile, M, N, GROUPS * SUB_M, BLOCK_N, GROUP_M)
         for kk in range(k_first, k_last):
             s = it % STAGES
             # a new barrier counts as having completed the phase before phase 0: the first pass
             # through the ring does not wait
             mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-            mbarrier.expect(ready.index(s), a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(a_desc, [off_m, kk * BLOCK_K], ready.index(s), a_bufs.index(s))
+            mbarrier.expect(ready.index(s), GROUPS * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            for g in gl.static_range(GROUPS):
+                tma.async_copy_global_to_shared(a_desc, [off_m + g * SUB_M, kk * BLOCK_K], ready.index(s),
+                                                a_bufs.index(s * GROUPS + g))
             tma.async_copy_global_to_shared(b_desc, [off_n, kk * BLOCK_K], ready.index(s), b_bufs.index(s))
             it += 1
 
 
 @gluon.jit
-def mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, PRECISE: gl.constexpr):
-    """One tile's K loop, from ring position ``it``: the float32 product in ``acc`` and the next
-    position. With PRECISE the compiler adds each block's product into ``acc`` in float32."""
+def mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, PRECISE: gl.constexpr, GROUP: gl.constexpr,
+             GROUPS: gl.constexpr):
+    """One tile's K loop, from ring position ``it``, on the rows of consumer group GROUP (of
+    GROUPS): the float32 product in ``acc`` and the next position. With PRECISE the compiler adds
+    each block's product into ``acc`` in float32."""
     BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
-    STAGES: gl.constexpr = a_bufs.type.shape[0]
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
     if PRECISE:  # the promoted sums are added to acc whatever use_acc says: start from zeros
         acc = gl.zeros_like(acc)
     for kk in range(k_steps):
         s = it % STAGES
         mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+        a = a_bufs.index(s * GROUPS + GROUP)
         b = b_bufs.index(s).permute((1, 0))  # W's (BLOCK_N, BLOCK_K) block, read K-major as B
         if PRECISE:
-            acc = warpgroup_mma(a_bufs.index(s), b, acc, is_async=True, max_num_imprecise_acc=BLOCK_K)
+            acc = warpgroup_mma(a, b, acc, is_async=True, max_num_imprecise_acc=BLOCK_K)
         else:
-            acc = warpgroup_mma(a_bufs.index(s), b, acc, use_acc=kk > 0, is_async=True)
-        # the wgmma before this one is done: its buffer goes back to the producer
-        acc, _, _ = warpgroup_mma_wait(1, deps=(acc, a_bufs.index(s), b_bufs.index(s)))
+            acc = warpgroup_mma(a, b, acc, use_acc=kk > 0, is_async=True)
+        # the wgmma before this one is done: its buffer goes back to the producer (the last of the
+        # GROUPS consumers to arrive frees it)
+        acc, _, _ = warpgroup_mma_wait(1, deps=(acc, a, b_bufs.index(s)))
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kk > 0)
         it += 1
     acc = warpgroup_mma_wait(0, deps=(acc,))
@@ -137,9 +150,9 @@ def store_tile(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N
 
 
 @gluon.jit
-def stash_piece(acc, stage, partials_ptr, slot, num_warps: gl.constexpr):
-    """Write this piece's float32 partial tile to its slot of ``partials`` (``persistent.
-    sum_pieces_kernel`` adds the pieces up after the launch). It goes out in column halves through
+def stash_piece(acc, stage, partials_ptr, slot, GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr):
+    """Write this piece's float32 partial tile (group GROUP's rows of it) to its slot of ``partials``
+    (``persistent.sum_pieces_kernel`` adds the pieces up after the launch). It goes out in column halves through
     ``stage``, the output tile's shared buffer seen as float32, and from there 32 rows at a time in
     vectors of 4: from the accumulator's own layout each thread would form 64 addresses, and ptxas
     would spill the accumulator after every tile's K loop to hold them."""
@@ -151,7 +164,7 @@ def stash_piece(acc, stage, partials_ptr, slot, num_warps: gl.constexpr):
     half_smem = stage._reinterpret(gl.float32, [BLOCK_M, HALF], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
     offsets = (gl.arange(0, ROWS, layout=gl.SliceLayout(1, rows_of_4))[:, None] * BLOCK_N
                + gl.arange(0, HALF, layout=gl.SliceLayout(0, rows_of_4))[None, :])
-    base = partials_ptr + slot.to(gl.int64) * (BLOCK_M * BLOCK_N)
+    base = partials_ptr + slot.to(gl.int64) * (GROUPS * BLOCK_M * BLOCK_N) + GROUP * BLOCK_M * BLOCK_N
     halves = gl.split(gl.permute(gl.reshape(acc, [BLOCK_M, 2, HALF]), [0, 2, 1]))
     tma.store_wait(0)  # the stage may still be read by the last tile's TMA store
     for h in gl.static_range(2):
@@ -165,16 +178,18 @@ def stash_piece(acc, stage, partials_ptr, slot, num_warps: gl.constexpr):
 @gluon.jit
 def finish_unit(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, partials_ptr, M, N, tile, piece,
                 WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, ROW_A: gl.constexpr, ROW_B: gl.constexpr,
-                SPLIT: gl.constexpr, num_warps: gl.constexpr):
-    """After a unit's K steps: store its tile, or with SPLIT, for a piece, stash its partial tile."""
-    BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
+                SPLIT: gl.constexpr, GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr):
+    """After a unit's K steps: store group GROUP's rows of its tile, or with SPLIT, for a piece,
+    stash them."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
-    off_m, off_n = _tile_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    off_m, off_n = _tile_origin(tile, M, N, GROUPS * SUB_M, BLOCK_N, GROUP_M)
+    off_m += GROUP * SUB_M
     if SPLIT:
         if (tile < WHOLE_TILES) | (PIECES == 1):
             store_tile(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B)
         else:
-            stash_piece(acc, c_smem, partials_ptr, (tile - WHOLE_TILES) * PIECES + piece, num_warps)
+            stash_piece(acc, c_smem, partials_ptr, (tile - WHOLE_TILES) * PIECES + piece, GROUP, GROUPS, num_warps)
     else:
         store_tile(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B)
 
@@ -186,34 +201,38 @@ def accumulator_layout(BLOCK_N, num_warps):
 
 
 @gluon.jit
-def allocate_ring(a_desc, b_desc, STAGES: gl.constexpr):
-    """The ring: STAGES buffers of A's and of W's blocks, and a ``ready`` and an ``empty`` barrier
-    for each."""
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES] + a_desc.block_type.shape, a_desc.layout)
+def allocate_ring(a_desc, b_desc, STAGES: gl.constexpr, GROUPS: gl.constexpr):
+    """The ring: STAGES buffers of W's block and GROUPS of A's (stage s: ``a_bufs.index(s * GROUPS + g)``),
+    and a ``ready`` and an ``empty`` barrier for each stage; ``empty`` completes when all GROUPS
+    consumer groups have handed the stage back."""
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * GROUPS] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
+        mbarrier.init(empty.index(i), count=GROUPS)
     return a_bufs, b_bufs, ready, empty
 
 
 @gluon.jit
-def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_smem, scale_a_ptr, scale_b_ptr,
+def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
                           partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
                           ROW_A: gl.constexpr, ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
-                          num_warps: gl.constexpr):
-    BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
+                          GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr):
+    """Consumer group GROUP of GROUPS: rows [GROUP * SUB_M, + SUB_M) of every unit's tile, through
+    output buffer ``c_bufs.index(GROUP)``."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
-    acc = gl.zeros((BLOCK_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, num_warps))
-    units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, BLOCK_M, BLOCK_N, a_desc.block_type.shape[1])
+    acc = gl.zeros((SUB_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, num_warps))
+    units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N,
+                                        a_desc.block_type.shape[1])
     it = 0
     for u in range(units):
         tile, piece, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
-        acc, it = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE)
-        finish_unit(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, partials_ptr, M, N, tile, piece,
-                    WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B, SPLIT, num_warps)
+        acc, it = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, GROUP, GROUPS)
+        finish_unit(acc, c_desc, c_bufs.index(GROUP), scale_a_ptr, scale_b_ptr, partials_ptr, M, N, tile, piece,
+                    WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B, SPLIT, GROUP, GROUPS, num_warps)
     tma.store_wait(0)
 
 
@@ -226,14 +245,39 @@ def gluon_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_p
     tiles are computed whole; with SPLIT the others are cut into PIECES pieces each
     (``program_work``), whose partial tiles go to ``partials`` for ``persistent.sum_pieces_kernel``
     to add up. Without SPLIT, WHOLE_TILES must be all the tiles and PIECES 1."""
-    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES)
-    c_smem = gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, 1)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [1] + c_desc.block_type.shape, c_desc.layout)
     gl.warp_specialize([
-        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_smem, scale_a_ptr, scale_b_ptr,
+        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
                                  partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
-                                 PRECISE, SPLIT, num_warps)),
-        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M)),
+                                 PRECISE, SPLIT, 0, 1, num_warps)),
+        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, 1)),
     ], [1], [24])
+
+
+@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
+def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, M, N, K,
+                         WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
+                         ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
+                         num_warps: gl.constexpr):
+    """C = scale(A @ W^T), persistent, in tiles of three blocks of A's descriptor stacked along M
+    (3 x 64 = 192 rows, a height that is not a power of two): one producer warp, and three consumer
+    warp groups (the default partition, ``num_warps`` = 4, and two workers), each on its own block
+    of rows of every tile, with its own output buffer; the rest as in ``gluon_ws_kernel``."""
+    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, 3)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [3] + c_desc.block_type.shape, c_desc.layout)
+    gl.warp_specialize([
+        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
+                                 scale_b_ptr, partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                                 PRECISE, SPLIT, 0, 3, num_warps)),
+        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
+                                 scale_b_ptr, partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                                 PRECISE, SPLIT, 1, 3, num_warps)),
+        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
+                                 scale_b_ptr, partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                                 PRECISE, SPLIT, 2, 3, num_warps)),
+        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, 3)),
+    ], [4, 4, 1], [128, 128, 24])
 
 
 @gluon.jit
@@ -252,10 +296,10 @@ def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_buf
             # wait until the other group's previous K loop is done: without it, this group could wait
             # on a ring position two fillings ahead, and the barrier's parity would pass it at once
             mbarrier.wait(turn.index(GROUP), ((u // 2) & 1) ^ (1 - GROUP))
-            acc, _ = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE)
+            acc, _ = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, 0, 1)
             mbarrier.arrive(turn.index(1 - GROUP))
             finish_unit(acc, c_desc, c_bufs.index(GROUP), scale_a_ptr, scale_b_ptr, partials_ptr,
-                        M, N, tile, piece, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B, SPLIT, 4)
+                        M, N, tile, piece, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B, SPLIT, 0, 1, 4)
         it += k_last - k_first
     tma.store_wait(0)
 
@@ -268,7 +312,7 @@ def gluon_pingpong_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, part
     """C = scale(A @ W^T), persistent: one producer warp and two consumer warp groups of 4 warps
     (the default partition, ``num_warps`` = 4, and a worker), each on alternate units of work;
     the rest as in ``gluon_ws_kernel``."""
-    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES)
+    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, 1)
     c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2] + c_desc.block_type.shape, c_desc.layout)
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
@@ -280,5 +324,5 @@ def gluon_pingpong_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, part
         (_pingpong_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
                               partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
                               PRECISE, SPLIT, 1)),
-        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M)),
+        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, 1)),
     ], [4, 1], [232, 24])
