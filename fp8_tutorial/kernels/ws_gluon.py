@@ -35,8 +35,9 @@ last piece to finish, as ``split_kernel`` does) made ptxas spill the accumulator
 tile's K loop, split or not, and cost 3 to 25% on the H200.
 
 With PRECISE the compiler adds each block's product into the float32 accumulator right after its
-``wgmma``, so the ``wgmma`` are waited for one by one, and with 128 x 256 tiles the two
-accumulators spill some registers: ``launch_gluon`` times every configuration and keeps the fastest.
+``wgmma``, so the ``wgmma`` are waited for one by one, and with 128 x 256 tiles, or within the
+stacked kernel's 128 registers, the two accumulators spill some registers: ``launch_gluon`` times
+every configuration and keeps the fastest.
 
 Gluon kernels run only on a GPU: Triton's interpreter cannot run them (``gemm.gluon_takes``).
 """
