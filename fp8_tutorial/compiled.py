@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 import triton
 
 from ._env import MODE
-from .gemm import gluon_blocks
 
 #: The package's pointer arguments, by name, and what they point to by default.
 POINTER_TYPES = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": "*bf16", "scale_a_ptr": "*fp32",
@@ -71,6 +70,11 @@ def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
+    from .gemm import gluon_blocks, gluon_refuses
+
+    why = gluon_refuses(config, 4 if out == "fp32" else 2)
+    if why:
+        raise ValueError(why)
     k = config.kwargs
     out_ty = {"bf16": gl.bfloat16, "fp16": gl.float16, "fp32": gl.float32}[out]
     a_block, b_block, c_block = gluon_blocks(config)

@@ -892,9 +892,10 @@ def _gluonconfig(kind, bm, bn, bk, stages, group_m=8, warps=4, split=False):
                           "SPLIT": split}, num_warps=warps, num_stages=stages)
 
 
-# num_warps counts the consumer warps of the default partition (the producer's warp group, and in
-# ping-pong the second consumer group, come on top); num_stages is the ring's depth. From a sweep on the nine shapes on the H200 (chapter 07),
-# each the best of the Gluon kernels on some shape.
+# num_warps counts the consumer warps of the default partition (the producer's warp group, and the
+# other consumer groups of ping-pong and of the stacked kernel, come on top: _GLUON_OTHER_WARPS);
+# num_stages is the ring's depth; a stacked BLOCK_M is three groups' rows. From a sweep on the nine
+# shapes on the H200 (chapter 07), each the best of the Gluon kernels on some shape.
 GLUON_CONFIGS = [_gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps=8),
                  _gluonconfig("cooperative", 128, 256, 64, 6, warps=8),
                  _gluonconfig("cooperative", 128, 128, 128, 6),
@@ -917,8 +918,9 @@ _GLUON_KEYS = _WS_KEYS | {"KIND", "SPLIT"}
 
 
 def gluon_shared_bytes(config: triton.Config, out_bytes: int) -> int:
-    """Shared memory of a Gluon kernel: the ring, the output tile (one per consumer group in
-    ping-pong) and the barriers."""
+    """Shared memory of a Gluon kernel: the ring, the output tile (two in ping-pong, one per
+    consumer group; in the stacked kernel three buffers of a third of it) and the barriers (counting
+    ping-pong's two ``turn`` barriers for every kind)."""
     k = config.kwargs
     ring = schedule.pipeline_smem(k["BLOCK_M"], k["BLOCK_N"], k["BLOCK_K"], config.num_stages)
     outs = (2 if k["KIND"] == "pingpong" else 1) * k["BLOCK_M"] * k["BLOCK_N"] * out_bytes
@@ -934,21 +936,25 @@ def gluon_refuses(config: triton.Config, out_bytes: int = 2) -> str | None:
         return (f"a Gluon configuration has the keys {sorted(_GLUON_KEYS)}, KIND one of {sorted(GLUON_KERNELS)} "
                 f"and SPLIT a bool; got {k}")
     groups = GLUON_GROUPS[k["KIND"]]
-    if isinstance(k["BLOCK_M"], int) and k["BLOCK_M"] % groups:
-        return f"the {k['KIND']} kernel stacks {groups} blocks of rows: BLOCK_M must divide by {groups}, got {k['BLOCK_M']}"
-    try:  # each group's rows make a block of A's descriptor: a power of two
-        _check_config(triton.Config({**k, "BLOCK_M": k["BLOCK_M"] // groups if isinstance(k["BLOCK_M"], int)
-                                     else k["BLOCK_M"]}, num_warps=config.num_warps, num_stages=config.num_stages))
+    try:  # a stacked tile's BLOCK_M is checked below; the rest as for every kernel
+        _check_config(config if groups == 1 else
+                      triton.Config({**k, "BLOCK_M": 16}, num_warps=config.num_warps, num_stages=config.num_stages))
     except (TypeError, ValueError) as e:
-        return str(e) + (f" (BLOCK_M / {groups}: the rows of each consumer group)" if groups > 1 else "")
+        return str(e)
+    m = k["BLOCK_M"]
+    if groups > 1 and (isinstance(m, bool) or not isinstance(m, int) or m % groups or m // groups < 16
+                       or (m // groups) & (m // groups - 1)):
+        return (f"the {k['KIND']} kernel stacks {groups} consumer groups, each on BLOCK_M / {groups} rows (a block of "
+                f"A's descriptor): BLOCK_M must be {groups} times a power of two of at least 16, got {m!r}")
     warps = (4, 8) if k["KIND"] == "cooperative" else (4,)
     if config.num_warps not in warps:
-        return f"the {k['KIND']} kernel takes {' or '.join(map(str, warps))} consumer warps, got {config.num_warps}"
-    rows = k["BLOCK_M"] // groups
+        return (f"the {k['KIND']} kernel takes {' or '.join(map(str, warps))} consumer warps"
+                + (f" in each of its {groups} groups" if groups > 1 else "") + f", got num_warps={config.num_warps}")
+    rows = gluon_blocks(config)[0][0]
     if rows % (16 * config.num_warps) or k["BLOCK_N"] > 256 or k["BLOCK_K"] < 32:
-        return (f"wgmma needs each consumer group's rows (BLOCK_M / {groups}) a multiple of 16 x num_warps "
-                f"({16 * config.num_warps}), BLOCK_N at most 256 and BLOCK_K at least 32; got "
-                f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']}")
+        return (f"wgmma needs " + (f"each consumer group's rows (BLOCK_M / {groups})" if groups > 1 else "BLOCK_M")
+                + f" a multiple of 16 x num_warps ({16 * config.num_warps}), BLOCK_N at most 256 and BLOCK_K at "
+                f"least 32; got {k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']}")
     per_thread = rows * k["BLOCK_N"] // (32 * config.num_warps)
     # ptxas compiles every partition for gluon_maxnreg's count; 40 beside the accumulator are what the
     # cooperative 128 x 256 configuration has (128 + 40 = 168), and it does not spill
@@ -1024,7 +1030,7 @@ def gluon_plan(config: triton.Config, M: int, N: int, K: int, num_sms: int) -> t
 
 def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
                  num_sms: int | None = None, plan: tuple[int, int] | None = None) -> Launch:
-    """Run a Gluon kernel (``config``'s KIND: cooperative or pingpong) into ``out``, descriptors
+    """Run a Gluon kernel (``config``'s KIND: one of ``GLUON_KERNELS``) into ``out``, descriptors
     built here; without ``config``, the first launch for a problem times each of GLUON_CONFIGS
     (cut to the stages that fit) and keeps the fastest. A SPLIT configuration cuts the tiles of
     the last wave by ``plan`` (default ``gluon_plan``'s) and adds up the pieces with

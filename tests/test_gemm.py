@@ -231,7 +231,7 @@ GLUON_SHAPES = [(1, 16, 8), (97, 256, 136), (1000, 1040, 1000), (300, 4096, 520)
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
-@pytest.mark.parametrize("kind", ["cooperative", "pingpong", "stacked"])
+@pytest.mark.parametrize("kind", sorted(gemm.GLUON_KERNELS))
 def test_gluon_kernels_match_float64(kind, gen, device):
     """Each recipe on its own side, fast and precise, bf16 and float32 outputs, with one tile per
     program and with many (3 "SMs": the ping-pong groups take turns, the ring wraps around)."""
@@ -252,13 +252,13 @@ def test_gluon_kernels_match_float64(kind, gen, device):
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
-@pytest.mark.parametrize("kind", ["cooperative", "pingpong", "stacked"])
+@pytest.mark.parametrize("kind", sorted(gemm.GLUON_KERNELS))
 def test_gluon_split_tail_matches_float64(kind, gen, device):
     """Every plan's pieces add up to the tile: none whole, half the tiles whole, all but one whole,
     and as many pieces as K steps, with 3 "SMs" and the GPU's."""
     G = gemm._gluonconfig
     configs = [c for c in gemm.GLUON_CONFIGS if c.kwargs["KIND"] == kind and c.kwargs["SPLIT"]] or \
-        [G(kind, 128, 128, 128, 5, split=True)]
+        [G(kind, 64 * gemm.GLUON_GROUPS[kind] if gemm.GLUON_GROUPS[kind] > 1 else 128, 128, 128, 5, split=True)]
     for (M, K, N), recipes in zip(GLUON_SHAPES[1:], [("row", "tensor"), ("tensor", "row"), ("row", "row"),
                                                      ("row", "row")]):
         a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
@@ -398,14 +398,18 @@ def test_gluon_refuses_configurations_it_cannot_run():
              (G("cooperative", 128, 128, 16, 4), "BLOCK_K at least 32"),
              (G("cooperative", 128, 256, 256, 2, warps=8), "smaller tiles"),
              (G("cooperative", 128, 100, 128, 4), "power of two"),
-             (G("stacked", 128, 128, 128, 4), "BLOCK_M must divide by 3"),
-             (G("stacked", 144, 128, 128, 4), "power of two"),
-             (G("stacked", 96, 128, 128, 4), "multiple of 16 x num_warps"),
-             (G("stacked", 192, 128, 128, 4, warps=8), "takes 4 consumer warps"),
+             (G("stacked", 128, 128, 128, 4), "BLOCK_M must be 3 times a power of two of at least 16, got 128"),
+             (G("stacked", 144, 128, 128, 4), "BLOCK_M must be 3 times a power of two of at least 16, got 144"),
+             (G("stacked", 192, 100, 128, 4), "BLOCK_N must be a power of two of at least 16, got 100"),
+             (G("stacked", 96, 128, 128, 4), "each consumer group's rows (BLOCK_M / 3) a multiple of 16 x num_warps"),
+             (G("stacked", 192, 128, 128, 4, warps=8), "takes 4 consumer warps in each of its 3 groups"),
              (G("stacked", 192, 256, 64, 4), "128 registers per thread (at most 88 of the 128"),
+             (G("stacked", 192, 128, 128, 5), "more than the 227 KiB"),
              ("128x128", "must be a triton.Config")]
     for config, message in cases:
         assert message in gemm.gluon_refuses(config), config
+    stacked = G("stacked", 192, 128, 128, 4)  # three blocks of 64 rows; 16 warps in warp groups
+    assert gemm.gluon_blocks(stacked) == ([64, 128], [128, 128], [64, 128]) and gemm.gluon_maxnreg(stacked) == 128
     assert all(gemm.gluon_refuses(c) is None for c in gemm.GLUON_CONFIGS)
     fitted = [gemm.fit_gluon_config(c, 4) for c in gemm.GLUON_CONFIGS]  # float32 outputs: fewer stages
     assert all(gemm.gluon_refuses(c, 4) is None for c in fitted)

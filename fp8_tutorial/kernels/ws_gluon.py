@@ -20,9 +20,10 @@ Three kernels, three ways to use more than one consumer warp group:
   share each tile's rows, the form the compiler gives ``ws_kernel``;
 - ``gluon_stacked_kernel`` (stacked): three consumer warp groups, each its own partition, each on
   its own 64 rows of a 192-row tile. Triton's blocks must be powers of two; three blocks of A's
-  descriptor stacked make a tile that is not. With 16 warps in all, ptxas has 128 registers per
-  thread for every partition (``setmaxnreg`` moves registers at run time, not at compile time), so
-  each group's accumulator is 64 x 128;
+  descriptor stacked make a tile that is not. With 16 warps counted in warp groups (the producer's
+  one warp is padded to a group), ptxas has 128 registers per thread for every partition
+  (``setmaxnreg`` moves registers at run time, not at compile time), so each group's accumulator
+  is 64 x 128;
 - ``gluon_pingpong_kernel``: two consumer warp groups, each on its own tiles (alternate ones), take
   turns through the one ring, so that one group's epilogue runs while the other's K loop does;
   ``turn`` barriers keep their K loops in order.
@@ -157,21 +158,21 @@ def stash_piece(acc, stage, partials_ptr, slot, GROUP: gl.constexpr, GROUPS: gl.
     ``stage``, the output tile's shared buffer seen as float32, and from there 32 rows at a time in
     vectors of 4: from the accumulator's own layout each thread would form 64 addresses, and ptxas
     would spill the accumulator after every tile's K loop to hold them."""
-    BLOCK_M: gl.constexpr = acc.type.shape[0]
+    SUB_M: gl.constexpr = acc.type.shape[0]  # this group's rows of the GROUPS * SUB_M-row slot
     BLOCK_N: gl.constexpr = acc.type.shape[1]
     HALF: gl.constexpr = BLOCK_N // 2
     ROWS: gl.constexpr = 32
     rows_of_4: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [num_warps, 1], [1, 0])
-    half_smem = stage._reinterpret(gl.float32, [BLOCK_M, HALF], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    half_smem = stage._reinterpret(gl.float32, [SUB_M, HALF], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
     offsets = (gl.arange(0, ROWS, layout=gl.SliceLayout(1, rows_of_4))[:, None] * BLOCK_N
                + gl.arange(0, HALF, layout=gl.SliceLayout(0, rows_of_4))[None, :])
-    base = partials_ptr + slot.to(gl.int64) * (GROUPS * BLOCK_M * BLOCK_N) + GROUP * BLOCK_M * BLOCK_N
-    halves = gl.split(gl.permute(gl.reshape(acc, [BLOCK_M, 2, HALF]), [0, 2, 1]))
+    base = partials_ptr + slot.to(gl.int64) * (GROUPS * SUB_M * BLOCK_N) + GROUP * SUB_M * BLOCK_N
+    halves = gl.split(gl.permute(gl.reshape(acc, [SUB_M, 2, HALF]), [0, 2, 1]))
     tma.store_wait(0)  # the stage may still be read by the last tile's TMA store
     for h in gl.static_range(2):
         half_smem.store(halves[h])
         gl.thread_barrier()
-        for r in gl.static_range(0, BLOCK_M, ROWS):
+        for r in gl.static_range(0, SUB_M, ROWS):
             gl.store(base + r * BLOCK_N + h * HALF + offsets, half_smem.slice(r, ROWS).load(rows_of_4))
         gl.thread_barrier()
 
