@@ -153,11 +153,11 @@ def store_tile(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N
 
 @gluon.jit
 def stash_piece(acc, stage, partials_ptr, slot, GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr):
-    """Write this piece's float32 partial tile (group GROUP's rows of it) to its slot of ``partials``
-    (``persistent.sum_pieces_kernel`` adds the pieces up after the launch). It goes out in column halves through
-    ``stage``, the output tile's shared buffer seen as float32, and from there 32 rows at a time in
-    vectors of 4: from the accumulator's own layout each thread would form 64 addresses, and ptxas
-    would spill the accumulator after every tile's K loop to hold them."""
+    """Write this piece's float32 partial tile (group GROUP's rows of it) to its slot of
+    ``partials`` (``persistent.sum_pieces_kernel`` adds the pieces up after the launch). It goes out
+    in column halves through ``stage``, the output tile's shared buffer seen as float32, and from
+    there 32 rows at a time in vectors of 4: from the accumulator's own layout each thread would
+    form 64 addresses, and ptxas would spill the accumulator after every tile's K loop to hold them."""
     SUB_M: gl.constexpr = acc.type.shape[0]  # this group's rows of the GROUPS * SUB_M-row slot
     BLOCK_N: gl.constexpr = acc.type.shape[1]
     HALF: gl.constexpr = BLOCK_N // 2
