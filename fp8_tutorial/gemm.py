@@ -474,6 +474,11 @@ def _programs(out: torch.Tensor, num_sms, config: triton.Config | None) -> int:
     return num_sms
 
 
+def tile_count(M: int, N: int, meta: dict) -> int:
+    """The output tiles of an M x N product in ``meta``'s BLOCK_M x BLOCK_N tiles."""
+    return triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+
+
 def persistent_grid(M: int, N: int, num_sms: int):
     """The grid of a persistent launch: num_sms x PROGRAMS_PER_SM programs (1 per SM where the
     configuration does not say), never more than there are tiles."""
@@ -596,15 +601,12 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     else:  # whichever the launch may pick: size the buffers for all of them
         configs = tuned.configs if tuned is not None else [interpreter_config]
 
-    def tiles(meta):
-        return triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
-
     def grid(meta):  # never more programs than K iterations in all
-        return (min(num_sms, tiles(meta) * triton.cdiv(K, meta["BLOCK_K"])),)
+        return (min(num_sms, tile_count(M, N, meta) * triton.cdiv(K, meta["BLOCK_K"])),)
 
     largest = max(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] for c in configs)
     programs = max(grid(c.kwargs)[0] for c in configs)
-    workspace = (2 * programs * largest, max(tiles(c.kwargs) for c in configs))
+    workspace = (2 * programs * largest, max(tile_count(M, N, c.kwargs) for c in configs))
     return _launch_meeting(streamk_kernel, tuned, interpreter_config, grid, ops, out, precise, workspace, (num_sms,),
                            config)
 
@@ -687,7 +689,7 @@ def launch_split(ops: Operands, out: torch.Tensor, precise: bool, config: triton
     if set(meta) != _SPLIT_KEYS:
         raise ValueError(f"launch_split takes configurations with exactly {sorted(_SPLIT_KEYS)} (gemm._spconfig), "
                          f"got {sorted(meta)}")
-    tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+    tiles = tile_count(M, N, meta)
     k_blocks = triton.cdiv(K, meta["BLOCK_K"])
     if plan is None:
         plan = _split_plan(tiles, k_blocks, num_sms)
@@ -1024,7 +1026,7 @@ def gluon_plan(config: triton.Config, M: int, N: int, K: int, num_sms: int) -> t
     """(whole tiles, pieces per other tile) for a Gluon launch: ``split_plan``'s with SPLIT, else all
     the tiles whole."""
     k = config.kwargs
-    tiles = triton.cdiv(M, k["BLOCK_M"]) * triton.cdiv(N, k["BLOCK_N"])
+    tiles = tile_count(M, N, k)
     return _split_plan(tiles, triton.cdiv(K, k["BLOCK_K"]), num_sms) if k["SPLIT"] else (tiles, 1)
 
 
@@ -1061,7 +1063,7 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
             TensorDescriptor.from_tensor(ops.b.t(), b_block, gl.NVMMASharedLayout.get_default_for(b_block, fp8)),
             TensorDescriptor.from_tensor(out, c_block, gl.NVMMASharedLayout.get_default_for(
                 c_block, getattr(gl, _GLUON_OUT[out.dtype]))))
-        tiles = triton.cdiv(M, k["BLOCK_M"]) * triton.cdiv(N, k["BLOCK_N"])
+        tiles = tile_count(M, N, k)
         if plan is None:
             whole, pieces = gluon_plan(cfg, M, N, K, num_sms)
         else:

@@ -3,7 +3,7 @@ the eight seed shapes and 8192 x 8192 x 8192, each per tensor then per row, fast
 output, in that order. For each: three warm-up calls, then one between cudaProfilerStart and
 cudaProfilerStop, which is all that ncu --profile-from-start off sees; the cells and their errors
 against float64 are printed last."""
-import torch
+from _ncu import profile_once
 from fp8_tutorial import checks
 from fp8_tutorial import contenders as C
 
@@ -11,12 +11,5 @@ CELLS = [(shape, recipe) for shape in C.SEED_SHAPES + [(8192, 8192, 8192)] for r
 
 for (M, K, N), recipe in CELLS:
     p = C.make_problem(M, K, N, recipe, device="cuda", seed=0)
-    run = C.REGISTRY[f"cublas/{recipe}/fast"].build(p)
-    for _ in range(3):
-        run()
-    torch.cuda.synchronize()
-    torch.cuda.profiler.start()
-    out = run()
-    torch.cuda.synchronize()
-    torch.cuda.profiler.stop()
+    out = profile_once(C.REGISTRY[f"cublas/{recipe}/fast"].build(p))
     print(C.shape_name(M, K, N), recipe, "error", checks.rel_error(out, p.reference))

@@ -7,8 +7,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+source tools/_ncu_raw.sh
 mkdir -p results/ncu
-ncu --profile-from-start off --clock-control none --csv --page raw \
-  --section SpeedOfLight --section LaunchStats --section MemoryWorkloadAnalysis \
-  --section ComputeWorkloadAnalysis --section WarpStateStats \
-  python3 tools/ncu_cublas.py > results/ncu/cublas_cells.csv
+"${NCU_RAW[@]}" python3 tools/ncu_cublas.py > results/ncu/cublas_cells.csv

@@ -3,7 +3,7 @@ tensor, fast accumulation, bf16 output. Three warm-up launches (compile, then st
 between cudaProfilerStart and cudaProfilerStop, which is all that ncu --profile-from-start off sees;
 its error against float64 is printed last."""
 import os
-import torch
+from _ncu import profile_once
 from fp8_tutorial import checks, gemm
 from fp8_tutorial import contenders as C
 
@@ -19,11 +19,5 @@ VARIANTS = {
 v = os.environ.get("VARIANT")
 if v not in VARIANTS:
     raise SystemExit(f"VARIANT must be one of {', '.join(VARIANTS)}, got {v!r}")
-for _ in range(3):
-    VARIANTS[v]()
-torch.cuda.synchronize()
-torch.cuda.profiler.start()
-result = VARIANTS[v]()
-torch.cuda.synchronize()
-torch.cuda.profiler.stop()
+result = profile_once(VARIANTS[v])
 print(v, "error", checks.rel_error(result, p.reference))

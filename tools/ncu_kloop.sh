@@ -9,10 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+source tools/_ncu_raw.sh
 mkdir -p results/ncu
 for v in cublas gluon_128x256 pingpong_128x128 tma_128x256; do
-  VARIANT=$v ncu --profile-from-start off --clock-control none --csv --page raw \
-    --section SpeedOfLight --section LaunchStats --section MemoryWorkloadAnalysis \
-    --section ComputeWorkloadAnalysis --section WarpStateStats \
-    python3 tools/ncu_kloop.py > "results/ncu/kloop_$v.csv"
+  VARIANT=$v "${NCU_RAW[@]}" python3 tools/ncu_kloop.py > "results/ncu/kloop_$v.csv"
 done
