@@ -30,6 +30,7 @@ from .kernels.persistent import sum_pieces_kernel, persistent_kernel, split_kern
 from .kernels.tiled import tiled_kernel
 from .kernels.tma import tma_host_kernel, tma_kernel
 from .kernels.ws import ws_kernel
+from .kernels import ws_gluon
 from .kernels.ws_gluon import gluon_pingpong_kernel, gluon_stacked_kernel, gluon_ws_kernel
 from .quant import FP8_DTYPES, dequantize
 
@@ -914,8 +915,10 @@ GLUON_KERNELS = {"cooperative": gluon_ws_kernel, "pingpong": gluon_pingpong_kern
 # Consumer groups stacked along M in each tile (each its own partition, BLOCK_M // groups rows), and
 # warps beside the default partition's, counted in whole warp groups as the registers are: the
 # producer's warp is padded to a warp group.
-GLUON_GROUPS = {"cooperative": 1, "pingpong": 1, "stacked": 3}
-_GLUON_OTHER_WARPS = {"cooperative": 4, "pingpong": 8, "stacked": 12}
+GLUON_GROUPS = {"cooperative": 1, "pingpong": 1, "stacked": ws_gluon.STACKED_GROUPS.value}
+_GLUON_OTHER_WARPS = {kind: sum(-(-w // 4) * 4 for w in workers.value) for kind, workers in
+                      [("cooperative", ws_gluon.COOPERATIVE_WORKERS), ("pingpong", ws_gluon.PINGPONG_WORKERS),
+                       ("stacked", ws_gluon.STACKED_WORKERS)]}
 _GLUON_KEYS = _WS_KEYS | {"KIND", "SPLIT"}
 
 

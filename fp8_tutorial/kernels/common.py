@@ -41,16 +41,35 @@ def scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N,
                    ROW_A: tl.constexpr, ROW_B: tl.constexpr):
     """Multiply an fp32 tile by its dequantization scales: one per tensor, or one per row of A
     (``rows``) and per column of the output (``cols``, the rows of the (N, K) weight)."""
+    sa, sb = load_scales(scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
+    return apply_scales(acc, sa, sb, ROW_A, ROW_B)
+
+
+@triton.jit
+def load_scales(scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A: tl.constexpr, ROW_B: tl.constexpr):
+    """A tile's scales: A's for ``rows`` and W's for ``cols`` (rows past the edge get 0), or one each."""
     if ROW_A:
         sa = tl.load(scale_a_ptr + rows, mask=rows < M, other=0.0)
-        acc = acc * sa[:, None]
     else:
-        acc = acc * tl.load(scale_a_ptr)
+        sa = tl.load(scale_a_ptr)
     if ROW_B:
         sb = tl.load(scale_b_ptr + cols, mask=cols < N, other=0.0)
+    else:
+        sb = tl.load(scale_b_ptr)
+    return sa, sb
+
+
+@triton.jit
+def apply_scales(acc, sa, sb, ROW_A: tl.constexpr, ROW_B: tl.constexpr):
+    """``acc`` times the scales ``load_scales`` gave."""
+    if ROW_A:
+        acc = acc * sa[:, None]
+    else:
+        acc = acc * sa
+    if ROW_B:
         acc = acc * sb[None, :]
     else:
-        acc = acc * tl.load(scale_b_ptr)
+        acc = acc * sb
     return acc
 
 

@@ -11,8 +11,9 @@ in the source:
   its bytes in), ``empty[s]`` that its consumers are done with it;
 - consumers wait on ``ready``, issue the ``wgmma`` on the buffer, and hand back the one before as
   soon as ``warpgroup_mma_wait(1)`` says its product is done, so one ``wgmma`` is always in flight;
-- the epilogue scales the tile (the shared ``scale_epilogue``) and stores it through TMA; the
-  store is waited for only when its shared buffer is needed again, a tile later.
+- the epilogue scales the tile (the shared ``load_scales`` and ``apply_scales``; the scales are
+  loaded before the K loop, so that it hides their latency) and stores it through TMA; the store is
+  waited for only when its shared buffer is needed again, a tile later.
 
 Three kernels, three ways to use more than one consumer warp group:
 
@@ -48,8 +49,15 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared, mbarrier, tma, warpgroup_mma, warpgroup_mma_wait)
 
-from .common import grouped_tile, scale_epilogue
+from .common import apply_scales, grouped_tile, load_scales
 from .persistent import split_unit
+
+# The partitions of each kernel besides its default one (its ``num_warps`` consumer warps): their
+# warps (``gemm.gluon_maxnreg`` counts them); the kernels give each its registers.
+COOPERATIVE_WORKERS = gl.constexpr([1])  # the producer
+PINGPONG_WORKERS = gl.constexpr([4, 1])  # the second consumer group, the producer
+STACKED_WORKERS = gl.constexpr([4, 4, 1])  # the second and third consumer groups, the producer
+STACKED_GROUPS = gl.constexpr(3)  # gluon_stacked_kernel's consumer groups, one partition each
 
 
 @gluon.jit
@@ -90,7 +98,7 @@ def load_ring(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N, BLOCK_K)
-    it = 0  # K steps loaded so far: buffer it % STAGES, its (it // STAGES)-th filling
+    it = 0  # K steps loaded so far: stage it % STAGES (W's buffer it % STAGES, A's from (it % STAGES) * GROUPS), its (it // STAGES)-th filling
     for u in range(units):
         tile, _, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
         off_m, off_n = _tile_origin(tile, M, N, GROUPS * SUB_M, BLOCK_N, GROUP_M)
@@ -137,14 +145,30 @@ def mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, PRECISE: gl.constex
 
 
 @gluon.jit
-def store_tile(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N,
-               ROW_A: gl.constexpr, ROW_B: gl.constexpr):
-    """Scale the tile and start its TMA store, once the previous store from ``c_smem`` is done."""
-    BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
-    BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
-    rows = off_m + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, acc.type.layout))
-    cols = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, acc.type.layout))
-    out = scale_epilogue(acc, scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
+def tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A: gl.constexpr, ROW_B: gl.constexpr,
+                EARLY: gl.constexpr):
+    """Load the scales of the output block at (off_m, off_n) that ``acc`` holds. EARLY, before the
+    K loop, spread over the threads one or two each, so that they hold few registers through it;
+    else in the accumulator's layout."""
+    if EARLY:
+        spread: gl.constexpr = gl.BlockedLayout([1], [32], [gl.num_warps()], [0])
+        rows = off_m + gl.arange(0, acc.type.shape[0], layout=spread)
+        cols = off_n + gl.arange(0, acc.type.shape[1], layout=spread)
+    else:
+        rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
+        cols = off_n + gl.arange(0, acc.type.shape[1], layout=gl.SliceLayout(0, acc.type.layout))
+    return load_scales(scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
+
+
+@gluon.jit
+def store_tile(acc, sa, sb, c_desc, c_smem, off_m, off_n, ROW_A: gl.constexpr, ROW_B: gl.constexpr):
+    """Scale the tile (``tile_scales``'s ``sa`` and ``sb``, in the accumulator's layout) and start
+    its TMA store, once the previous store from ``c_smem`` is done."""
+    if ROW_A:
+        sa = gl.convert_layout(sa, gl.SliceLayout(1, acc.type.layout))
+    if ROW_B:
+        sb = gl.convert_layout(sb, gl.SliceLayout(0, acc.type.layout))
+    out = apply_scales(acc, sa, sb, ROW_A, ROW_B)
     tma.store_wait(0)
     c_smem.store(out.to(c_desc.dtype))
     fence_async_shared()
@@ -178,22 +202,26 @@ def stash_piece(acc, stage, partials_ptr, slot, GROUP: gl.constexpr, GROUPS: gl.
 
 
 @gluon.jit
-def finish_unit(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, partials_ptr, M, N, tile, piece,
-                WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, ROW_A: gl.constexpr, ROW_B: gl.constexpr,
-                SPLIT: gl.constexpr, GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr):
-    """After a unit's K steps: store group GROUP's rows of its tile, or with SPLIT, for a piece,
-    stash them."""
-    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
-    BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
+def unit_origin(tile, M, N, SUB_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr,
+                GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """Where consumer group GROUP's rows of ``tile`` start in C."""
     off_m, off_n = _tile_origin(tile, M, N, GROUPS * SUB_M, BLOCK_N, GROUP_M)
-    off_m += GROUP * SUB_M
+    return off_m + GROUP * SUB_M, off_n
+
+
+@gluon.jit
+def finish_unit(acc, sa, sb, c_desc, c_smem, partials_ptr, off_m, off_n, tile, piece, WHOLE_TILES, PIECES,
+                ROW_A: gl.constexpr, ROW_B: gl.constexpr, SPLIT: gl.constexpr, GROUP: gl.constexpr,
+                GROUPS: gl.constexpr, num_warps: gl.constexpr):
+    """After a unit's K steps: store group GROUP's rows of its tile (from ``off_m, off_n``, scaled
+    by ``sa`` and ``sb``), or with SPLIT, for a piece, stash them."""
     if SPLIT:
         if (tile < WHOLE_TILES) | (PIECES == 1):
-            store_tile(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B)
+            store_tile(acc, sa, sb, c_desc, c_smem, off_m, off_n, ROW_A, ROW_B)
         else:
             stash_piece(acc, c_smem, partials_ptr, (tile - WHOLE_TILES) * PIECES + piece, GROUP, GROUPS, num_warps)
     else:
-        store_tile(acc, c_desc, c_smem, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B)
+        store_tile(acc, sa, sb, c_desc, c_smem, off_m, off_n, ROW_A, ROW_B)
 
 
 @gluon.constexpr_function
@@ -232,9 +260,12 @@ def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, 
     it = 0
     for u in range(units):
         tile, piece, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
+        off_m, off_n = unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
+        # the scales' loads are under way while the K loop runs
+        sa, sb = tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B, True)
         acc, it = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, GROUP, GROUPS)
-        finish_unit(acc, c_desc, c_bufs.index(GROUP), scale_a_ptr, scale_b_ptr, partials_ptr, M, N, tile, piece,
-                    WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B, SPLIT, GROUP, GROUPS, num_warps)
+        finish_unit(acc, sa, sb, c_desc, c_bufs.index(GROUP), partials_ptr, off_m, off_n, tile, piece,
+                    WHOLE_TILES, PIECES, ROW_A, ROW_B, SPLIT, GROUP, GROUPS, num_warps)
     tma.store_wait(0)
 
 
@@ -254,7 +285,7 @@ def gluon_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_p
                                  partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
                                  PRECISE, SPLIT, 0, 1, num_warps)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, 1)),
-    ], [1], [24])
+    ], COOPERATIVE_WORKERS, [24])
 
 
 @gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
@@ -266,20 +297,22 @@ def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, parti
     (3 x 64 = 192 rows, a height that is not a power of two): one producer warp, and three consumer
     warp groups (the default partition, ``num_warps`` = 4, and two workers), each on its own block
     of rows of every tile, with its own output buffer; the rest as in ``gluon_ws_kernel``."""
-    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, 3)
-    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [3] + c_desc.block_type.shape, c_desc.layout)
+    gl.static_assert(num_warps == 4, "each consumer group of the stacked kernel is one warp group")
+    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, STACKED_GROUPS)
+    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [STACKED_GROUPS] + c_desc.block_type.shape, c_desc.layout)
     gl.warp_specialize([
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
                                  scale_b_ptr, partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
-                                 PRECISE, SPLIT, 0, 3, num_warps)),
+                                 PRECISE, SPLIT, 0, STACKED_GROUPS, 4)),
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
                                  scale_b_ptr, partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
-                                 PRECISE, SPLIT, 1, 3, num_warps)),
+                                 PRECISE, SPLIT, 1, STACKED_GROUPS, 4)),
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
                                  scale_b_ptr, partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
-                                 PRECISE, SPLIT, 2, 3, num_warps)),
-        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, 3)),
-    ], [4, 4, 1], [128, 128, 24])
+                                 PRECISE, SPLIT, 2, STACKED_GROUPS, 4)),
+        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                     STACKED_GROUPS)),
+    ], STACKED_WORKERS, [128, 128, 24])
 
 
 @gluon.jit
@@ -300,8 +333,12 @@ def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_buf
             mbarrier.wait(turn.index(GROUP), ((u // 2) & 1) ^ (1 - GROUP))
             acc, _ = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, 0, 1)
             mbarrier.arrive(turn.index(1 - GROUP))
-            finish_unit(acc, c_desc, c_bufs.index(GROUP), scale_a_ptr, scale_b_ptr, partials_ptr,
-                        M, N, tile, piece, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B, SPLIT, 0, 1, 4)
+            # the scales are loaded now: before the K loop they would cost ptxas a spill (and this
+            # epilogue runs while the other group's K loop does)
+            off_m, off_n = unit_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M, 0, 1)
+            sa, sb = tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B, False)
+            finish_unit(acc, sa, sb, c_desc, c_bufs.index(GROUP), partials_ptr, off_m, off_n, tile, piece,
+                        WHOLE_TILES, PIECES, ROW_A, ROW_B, SPLIT, 0, 1, 4)
         it += k_last - k_first
     tma.store_wait(0)
 
@@ -327,4 +364,4 @@ def gluon_pingpong_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, part
                               partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
                               PRECISE, SPLIT, 1)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, 1)),
-    ], [4, 1], [232, 24])
+    ], PINGPONG_WORKERS, [232, 24])
