@@ -257,13 +257,18 @@ def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, 
     acc = gl.zeros((SUB_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, num_warps))
     units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N,
                                         a_desc.block_type.shape[1])
+    # Scales loaded before the K loop, against after it, on the H200: per row 0.7 to 4.3% faster;
+    # per tensor up to 1.6% faster with one group, 0.5 to 1.2% slower with three (stacked).
+    EARLY: gl.constexpr = ROW_A or ROW_B or GROUPS == 1
     it = 0
     for u in range(units):
         tile, piece, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
         off_m, off_n = unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
-        # the scales' loads are under way while the K loop runs
-        sa, sb = tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B, True)
+        if EARLY:  # the scales' loads are under way while the K loop runs
+            sa, sb = tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B, True)
         acc, it = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, GROUP, GROUPS)
+        if not EARLY:
+            sa, sb = tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B, False)
         finish_unit(acc, sa, sb, c_desc, c_bufs.index(GROUP), partials_ptr, off_m, off_n, tile, piece,
                     WHOLE_TILES, PIECES, ROW_A, ROW_B, SPLIT, GROUP, GROUPS, num_warps)
     tma.store_wait(0)
