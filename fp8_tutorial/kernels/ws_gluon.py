@@ -11,9 +11,9 @@ in the source:
   its bytes in), ``empty[s]`` that its consumers are done with it;
 - consumers wait on ``ready``, issue the ``wgmma`` on the buffer, and hand back the one before as
   soon as ``warpgroup_mma_wait(1)`` says its product is done, so one ``wgmma`` is always in flight;
-- the epilogue scales the tile (the shared ``load_scales`` and ``apply_scales``; the scales are
-  loaded before the K loop, so that it hides their latency) and stores it through TMA; the store is
-  waited for only when its shared buffer is needed again, a tile later.
+- the epilogue scales the tile (the shared ``load_scales`` and ``apply_scales``; where it pays,
+  the scales are loaded before the K loop, which hides their latency) and stores it through TMA;
+  the store is waited for only when its shared buffer is needed again, a tile later.
 
 Three kernels, three ways to use more than one consumer warp group:
 
@@ -98,7 +98,9 @@ def load_ring(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES
     BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N, BLOCK_K)
-    it = 0  # K steps loaded so far: stage it % STAGES (W's buffer it % STAGES, A's from (it % STAGES) * GROUPS), its (it // STAGES)-th filling
+    # K steps loaded so far: stage it % STAGES (W's buffer it % STAGES, A's GROUPS buffers from
+    # (it % STAGES) * GROUPS), its (it // STAGES)-th filling
+    it = 0
     for u in range(units):
         tile, _, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
         off_m, off_n = _tile_origin(tile, M, N, GROUPS * SUB_M, BLOCK_N, GROUP_M)
@@ -257,8 +259,9 @@ def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, 
     acc = gl.zeros((SUB_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, num_warps))
     units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N,
                                         a_desc.block_type.shape[1])
-    # Scales loaded before the K loop, against after it, on the H200: per row 0.7 to 4.3% faster;
-    # per tensor up to 1.6% faster with one group, 0.5 to 1.2% slower with three (stacked).
+    # Scales loaded before the K loop, against after it, on seven shapes on the H200: per row 0.2%
+    # slower to 4.3% faster; per tensor, with one group 0.2% slower to 1.6% faster, with three
+    # (stacked) 0.5 to 1.2% slower on six of the seven.
     EARLY: gl.constexpr = ROW_A or ROW_B or GROUPS == 1
     it = 0
     for u in range(units):
