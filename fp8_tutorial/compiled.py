@@ -99,7 +99,9 @@ def summary(k) -> dict:
     ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
     return {"shared_kib": k.metadata.shared // 1024, "wgmma": ptx.count("wgmma.mma_async"),
             "cp_async": ptx.count("cp.async.cg"), "tma": ptx.count("cp.async.bulk.tensor"),
-            "setmaxnreg": ptx.count("setmaxnreg"), "ws_partitions": len(re.findall(r"partition\d+", ttgir))}
+            "setmaxnreg": ptx.count("setmaxnreg"), "ws_partitions": len(re.findall(r"partition\d+", ttgir)),
+            "workers": len(re.findall(r"^\s*partition\d+\(", ttgir, flags=re.M)),
+            "threads": int(re.findall(r"\.reqntid (\d+)", ptx)[0])}
 
 
 @dataclass

@@ -912,13 +912,13 @@ GLUON_CONFIGS = [_gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps
                  _gluonconfig("cooperative", 128, 128, 128, 6, split=True),
                  _gluonconfig("stacked", 192, 128, 128, 4, split=True)]
 GLUON_KERNELS = {"cooperative": gluon_ws_kernel, "pingpong": gluon_pingpong_kernel, "stacked": gluon_stacked_kernel}
-# Consumer groups stacked along M in each tile (each its own partition, BLOCK_M // groups rows), and
-# warps beside the default partition's, counted in whole warp groups as the registers are: the
-# producer's warp is padded to a warp group.
+# Consumer groups stacked along M in each tile (each its own partition, BLOCK_M // groups rows); the
+# warps of the partitions beside the default one; and those warps counted in whole warp groups, as
+# the registers are: the producer's warp is padded to a warp group.
 GLUON_GROUPS = {"cooperative": 1, "pingpong": 1, "stacked": ws_gluon.STACKED_GROUPS.value}
-_GLUON_OTHER_WARPS = {kind: sum(-(-w // 4) * 4 for w in workers.value) for kind, workers in
-                      [("cooperative", ws_gluon.COOPERATIVE_WORKERS), ("pingpong", ws_gluon.PINGPONG_WORKERS),
-                       ("stacked", ws_gluon.STACKED_WORKERS)]}
+GLUON_WORKERS = {"cooperative": ws_gluon.COOPERATIVE_WORKERS.value, "pingpong": ws_gluon.PINGPONG_WORKERS.value,
+                 "stacked": ws_gluon.STACKED_WORKERS.value}
+_GLUON_OTHER_WARPS = {kind: sum(-(-w // 4) * 4 for w in workers) for kind, workers in GLUON_WORKERS.items()}
 _GLUON_KEYS = _WS_KEYS | {"KIND", "SPLIT"}
 
 

@@ -32,8 +32,8 @@ SCRIPT = textwrap.dedent("""
                 "b_desc": f"tensordesc<fp8e4nv[{meta['BLOCK_N']}, {meta['BLOCK_K']}]>",
                 "c_desc": f"tensordesc<bf16[{meta['BLOCK_M']}, {slice_n}]>"}
 
-    def report(name, config, flags, compile_it):  # what the compiled code holds, or why it did not compile
-        row = dict(kernel=name, config=gemm.describe_config(config), precise=flags["PRECISE"])
+    def report(name, config, flags, compile_it, **expected):  # what the compiled code holds, or why not
+        row = dict(kernel=name, config=gemm.describe_config(config), precise=flags["PRECISE"], **expected)
         try:
             k = compile_it()
             ptxas = compiled.ptxas_report(k)
@@ -67,8 +67,11 @@ SCRIPT = textwrap.dedent("""
     for config in gemm.GLUON_CONFIGS:
         for flags in flag_sets:
             flags = {n: v for n, v in flags.items() if n != "EVEN_K"}
+            workers = gemm.GLUON_WORKERS[config.kwargs["KIND"]]
             rows.append(report("gluon", config, flags, lambda: compiled.compile_gluon_for(
-                gemm.GLUON_KERNELS[config.kwargs["KIND"]], config, flags, maxnreg=gemm.gluon_maxnreg(config))))
+                gemm.GLUON_KERNELS[config.kwargs["KIND"]], config, flags, maxnreg=gemm.gluon_maxnreg(config)),
+                expected_workers=len(workers), expected_threads=32 * (config.num_warps + gemm._GLUON_OTHER_WARPS[
+                    config.kwargs["KIND"]])))
     print(json.dumps(rows))
 """)
 
@@ -102,3 +105,5 @@ def test_compiled_code_is_what_the_kernels_say(compiled_kernels):
         assert r["shared_kib"] <= schedule.SMEM_PER_PROGRAM_MAX // 1024, what
         if not r["precise"]:
             assert r["spills"] == 0, (what, r["registers"], r["spills"])
+        if r["kernel"] == "gluon":  # the partitions gemm counts (for gluon_maxnreg) are the ones compiled
+            assert (r["workers"], r["threads"]) == (r["expected_workers"], r["expected_threads"]), what
