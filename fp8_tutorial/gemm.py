@@ -371,7 +371,7 @@ def launch_tiled(ops: Operands, out: torch.Tensor, precise: bool, split_k: int =
     args = (ops.a, ops.b, c, *ops.packed_scales, M, N, K,
             ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
     flags = dict(ops.flags(precise), SPLIT_K=split_k)
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]), split_k)  # noqa: E731
+    grid = lambda meta: (tile_count(M, N, meta), split_k)  # noqa: E731
     launch = _launch(tiled_kernel, _tiled_tuned if split_k == 1 else _split_k_tuned, INTERPRETER_CONFIG, grid,
                      args, flags, config, K)
     if c is not out:

@@ -269,7 +269,7 @@ def test_gluon_split_tail_matches_float64(kind, gen, device):
         ops = gemm.check_operands(a, b, sa, sb)
         for config in configs:
             k = config.kwargs
-            tiles = triton.cdiv(M, k["BLOCK_M"]) * triton.cdiv(N, k["BLOCK_N"])
+            tiles = gemm.tile_count(M, N, k)
             k_blocks = triton.cdiv(K, k["BLOCK_K"])
             for plan, precise, out_dtype, num_sms in [((0, min(3, k_blocks)), False, torch.bfloat16, None),
                                                       ((tiles // 2, min(2, k_blocks)), True, torch.bfloat16, 3),
