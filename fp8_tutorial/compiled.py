@@ -97,11 +97,15 @@ def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "
 def summary(k) -> dict:
     """Counted from the compiled code: static instruction counts, not executions."""
     ptx, ttgir = k.asm["ptx"], k.asm["ttgir"]
+    # the worker partitions of a ttg.warp_specialize (beside its default region), with their warps
+    worker_warps = [int(w) for w in re.findall(r"^\s*partition\d+\(.*\) num_warps\((\d+)\)", ttgir, flags=re.M)]
     return {"shared_kib": k.metadata.shared // 1024, "wgmma": ptx.count("wgmma.mma_async"),
             "cp_async": ptx.count("cp.async.cg"), "tma": ptx.count("cp.async.bulk.tensor"),
-            "setmaxnreg": ptx.count("setmaxnreg"), "ws_partitions": len(re.findall(r"partition\d+", ttgir)),
-            "workers": len(re.findall(r"^\s*partition\d+\(", ttgir, flags=re.M)),
-            "threads": int(re.findall(r"\.reqntid (\d+)", ptx)[0])}
+            "setmaxnreg": ptx.count("setmaxnreg"),
+            "setmaxnreg_to": sorted({(op, int(n)) for op, n in  # ("dec" or "inc", registers)
+                                     re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx)}),
+            "workers": len(worker_warps), "worker_warps": worker_warps,
+            "threads": int(re.findall(r"\.reqntid\s+(\d+)", ptx)[0])}
 
 
 @dataclass

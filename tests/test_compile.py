@@ -70,7 +70,7 @@ SCRIPT = textwrap.dedent("""
             workers = gemm.GLUON_WORKERS[config.kwargs["KIND"]]
             rows.append(report("gluon", config, flags, lambda: compiled.compile_gluon_for(
                 gemm.GLUON_KERNELS[config.kwargs["KIND"]], config, flags, maxnreg=gemm.gluon_maxnreg(config)),
-                expected_workers=len(workers), expected_threads=32 * (config.num_warps + gemm._GLUON_OTHER_WARPS[
+                expected_worker_warps=list(workers), expected_threads=32 * (config.num_warps + gemm._GLUON_OTHER_WARPS[
                     config.kwargs["KIND"]])))
     print(json.dumps(rows))
 """)
@@ -100,10 +100,10 @@ def test_compiled_code_is_what_the_kernels_say(compiled_kernels):
             assert r["tma"] > 0 and r["cp_async"] == 0, what
         else:
             assert r["cp_async"] > 0 and r["tma"] == 0, what
-        specialized = r["setmaxnreg"] > 0 and r["ws_partitions"] > 0
+        specialized = r["setmaxnreg"] > 0 and r["workers"] > 0
         assert specialized == (r["kernel"] in ("ws", "gluon")), what
         assert r["shared_kib"] <= schedule.SMEM_PER_PROGRAM_MAX // 1024, what
         if not r["precise"]:
             assert r["spills"] == 0, (what, r["registers"], r["spills"])
         if r["kernel"] == "gluon":  # the partitions gemm counts (for gluon_maxnreg) are the ones compiled
-            assert (r["workers"], r["threads"]) == (r["expected_workers"], r["expected_threads"]), what
+            assert (r["worker_warps"], r["threads"]) == (r["expected_worker_warps"], r["expected_threads"]), what

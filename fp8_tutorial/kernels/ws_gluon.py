@@ -61,9 +61,11 @@ STACKED_GROUPS = gl.constexpr(3)  # gluon_stacked_kernel's consumer groups, one 
 
 
 @gluon.jit
-def _tile_origin(tile, M, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr):
-    pid_m, pid_n = grouped_tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    return pid_m * BLOCK_M, pid_n * BLOCK_N
+def unit_origin(tile, M, N, SUB_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr,
+                GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """Where consumer group GROUP's rows of ``tile`` (GROUPS blocks of SUB_M rows) start in C."""
+    pid_m, pid_n = grouped_tile(tile, M, N, GROUPS * SUB_M, BLOCK_N, GROUP_M)
+    return (pid_m * GROUPS + GROUP) * SUB_M, pid_n * BLOCK_N
 
 
 @gluon.jit
@@ -103,7 +105,7 @@ def load_ring(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES
     it = 0
     for u in range(units):
         tile, _, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
-        off_m, off_n = _tile_origin(tile, M, N, GROUPS * SUB_M, BLOCK_N, GROUP_M)
+        off_m, off_n = unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, 0, GROUPS)  # group 0: the tile's first row
         for kk in range(k_first, k_last):
             s = it % STAGES
             # a new barrier counts as having completed the phase before phase 0: the first pass
@@ -201,14 +203,6 @@ def stash_piece(acc, stage, partials_ptr, slot, GROUP: gl.constexpr, GROUPS: gl.
         for r in gl.static_range(0, SUB_M, ROWS):
             gl.store(base + r * BLOCK_N + h * HALF + offsets, half_smem.slice(r, ROWS).load(rows_of_4))
         gl.thread_barrier()
-
-
-@gluon.jit
-def unit_origin(tile, M, N, SUB_M: gl.constexpr, BLOCK_N: gl.constexpr, GROUP_M: gl.constexpr,
-                GROUP: gl.constexpr, GROUPS: gl.constexpr):
-    """Where consumer group GROUP's rows of ``tile`` start in C."""
-    off_m, off_n = _tile_origin(tile, M, N, GROUPS * SUB_M, BLOCK_N, GROUP_M)
-    return off_m + GROUP * SUB_M, off_n
 
 
 @gluon.jit
