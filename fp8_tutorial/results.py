@@ -82,3 +82,15 @@ def read_ncu_kernels(target: Path | str) -> list[dict]:
 def read_ncu(target: Path | str) -> dict:
     """The first kernel of ``read_ncu_kernels(target)``."""
     return read_ncu_kernels(target)[0]
+
+
+def ncu_table(title: str, profiles: dict, rows) -> str:
+    """A markdown table of Nsight Compute counters: one column per profiled kernel (``profiles``:
+    label -> ``read_ncu``'s dictionary), one row per ``(label, value)`` in ``rows``, ``value``
+    taking a kernel's counters and returning the cell's text."""
+    rows = list(rows)
+    if not profiles or not rows:
+        raise ValueError("ncu_table needs at least one profile and one row")
+    head = [f"| {title} | " + " | ".join(profiles) + " |", "|---|" + "---:|" * len(profiles)]
+    return "\n".join(head + [f"| {what} | " + " | ".join(value(m) for m in profiles.values()) + " |"
+                             for what, value in rows])

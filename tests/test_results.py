@@ -41,3 +41,11 @@ def test_read_ncu(tmp_path):
 def test_recorded_ncu_profiles_read(target):
     metrics = results.read_ncu(target)
     assert isinstance(metrics["Kernel Name"], str) and metrics["gpu__time_duration.sum"] > 0
+
+
+def test_ncu_table_has_a_column_per_kernel_and_a_row_per_counter():
+    profiles = {"a": {"t": 1.0}, "b": {"t": 2.5}}
+    table = results.ncu_table("cell", profiles, [("time", lambda m: f"{m['t']:.1f}")]).splitlines()
+    assert table == ["| cell | a | b |", "|---|---:|---:|", "| time | 1.0 | 2.5 |"]
+    with pytest.raises(ValueError):
+        results.ncu_table("cell", {}, [("time", str)])

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Nsight Compute on the long K loop of chapter 07, on a Hopper GPU with ncu on the PATH:
+# Nsight Compute on the long K loop of chapter 07, on a Hopper GPU with ncu on the PATH (tools/ncu_kloop.py, CELL=kloop):
 # 4608 x 12288 x 12288 per tensor, fast accumulation, GPU clocks left as they are. One profiled launch
 # per kernel, raw metrics as CSV (ncu's own lines and the script's error check first) into results/ncu/:
 #   kloop_cublas            what torch._scaled_mm runs (its name says its tile and cluster)
