@@ -22,6 +22,7 @@ VARIANTS = {
     "gluon_128x256": lambda: fixed(gemm.launch_gluon, p, config=gemm.GLUON_CONFIGS[0]),
     "gluon_128x128": lambda: fixed(gemm.launch_gluon, p, config=gemm.GLUON_CONFIGS[2]),
     "pingpong_128x128": lambda: fixed(gemm.launch_gluon, p, config=gemm.GLUON_CONFIGS[3]),
+    "stacked_192x128": lambda: fixed(gemm.launch_gluon, p, config=gemm.GLUON_CONFIGS[6]),
     "tma_128x256": lambda: fixed(gemm.launch_tma, p, config=gemm.TMA_CONFIGS[0], host_descriptors=True),
 }
 v = os.environ.get("VARIANT")

@@ -27,7 +27,9 @@ Three kernels, three ways to use more than one consumer warp group:
   is 64 x 128;
 - ``gluon_pingpong_kernel``: two consumer warp groups, each on its own tiles (alternate ones), take
   turns through the one ring, so that one group's epilogue runs while the other's K loop does;
-  ``turn`` barriers keep their K loops in order.
+  ``turn`` barriers keep their K loops in order, and a group hands the turn on once it has issued
+  its tile's last ``wgmma``, not once that has finished (on the H200, up to 2.9% faster on the
+  shapes with K = 3072, within 0.7% on the others).
 
 All three walk the schedule of ``persistent.split_kernel`` (``program_work``): with SPLIT, the tiles
 after the full waves are cut into pieces along K, so that the last wave keeps every SM busy; the
@@ -121,10 +123,11 @@ def load_ring(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES
 
 @gluon.jit
 def mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, PRECISE: gl.constexpr, GROUP: gl.constexpr,
-             GROUPS: gl.constexpr):
+             GROUPS: gl.constexpr, handoff=None, HANDOFF: gl.constexpr = False):
     """One tile's K loop, from ring position ``it``, on the rows of consumer group GROUP (of
     GROUPS): the float32 product in ``acc`` and the next position. With PRECISE the compiler adds
-    each block's product into ``acc`` in float32."""
+    each block's product into ``acc`` in float32. With HANDOFF, arrive on the barrier ``handoff``
+    once the last ``wgmma`` is issued, before waiting for it."""
     BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     if PRECISE:  # the promoted sums are added to acc whatever use_acc says: start from zeros
@@ -143,6 +146,8 @@ def mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, PRECISE: gl.constex
         acc, _, _ = warpgroup_mma_wait(1, deps=(acc, a, b_bufs.index(s)))
         mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kk > 0)
         it += 1
+    if HANDOFF:
+        mbarrier.arrive(handoff)
     acc = warpgroup_mma_wait(0, deps=(acc,))
     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
     return acc, it
@@ -330,11 +335,13 @@ def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_buf
     for u in range(units):  # the program's units alternate between the groups
         tile, piece, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
         if u % 2 == GROUP:
-            # wait until the other group's previous K loop is done: without it, this group could wait
-            # on a ring position two fillings ahead, and the barrier's parity would pass it at once
+            # wait until the other group has issued its previous K loop: without it, this group could
+            # wait on a ring position two fillings ahead, and the barrier's parity would pass it at once
             mbarrier.wait(turn.index(GROUP), ((u // 2) & 1) ^ (1 - GROUP))
-            acc, _ = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, 0, 1)
-            mbarrier.arrive(turn.index(1 - GROUP))
+            # the turn passes as soon as this tile's last wgmma is issued: the other group's first
+            # ones queue behind it, and the tensor pipes do not wait for this one's to drain
+            acc, _ = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, 0, 1,
+                              turn.index(1 - GROUP), True)
             # the scales are loaded now: before the K loop they would cost ptxas a spill (and this
             # epilogue runs while the other group's K loop does)
             off_m, off_n = unit_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M, 0, 1)
