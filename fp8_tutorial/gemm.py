@@ -387,8 +387,10 @@ def config_dict(config: triton.Config) -> dict:
 def describe_config(config: triton.Config | dict) -> str:
     k = config_dict(config) if isinstance(config, triton.Config) else config
     return ((f"{k['KIND']}, " if "KIND" in k else "") + f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} tiles, GROUP_M {k['GROUP_M']}, "
-            f"{k['num_warps']} warps, {k['num_stages']} stages" + (", host-side descriptors" if k.get("host_descriptors")
-                                                                  else "") + (", split tail" if k.get("SPLIT") else ""))
+            f"{k['num_warps']} warps, {k['num_stages']} stages"
+            + (", host-side descriptors" if k.get("host_descriptors") else "")
+            + (", split tail" if k.get("SPLIT") else "")
+            + (f", stores of {k['STORE_N']} columns" if k.get("STORE_N", k["BLOCK_N"]) != k["BLOCK_N"] else ""))
 
 
 def tuned_configs() -> list[dict]:
@@ -890,22 +892,26 @@ def _ws(ops: Operands, out: torch.Tensor, precise: bool) -> None:
 
 # ---- warp specialization by hand, in Gluon (chapter 07) ------------------------------------------
 
-def _gluonconfig(kind, bm, bn, bk, stages, group_m=8, warps=4, split=False):
+def _gluonconfig(kind, bm, bn, bk, stages, group_m=8, warps=4, split=False, store_n=None):
     return triton.Config({"KIND": kind, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m,
-                          "SPLIT": split}, num_warps=warps, num_stages=stages)
+                          "SPLIT": split, "STORE_N": bn if store_n is None else store_n},
+                         num_warps=warps, num_stages=stages)
 
 
 # num_warps counts the consumer warps of the default partition (the producer's warp group, and the
 # other consumer groups of ping-pong and of the stacked kernel, come on top: _GLUON_OTHER_WARPS);
-# num_stages is the ring's depth; a stacked BLOCK_M is three groups' rows. From a sweep on the nine
-# shapes on the H200 (chapter 07), each the best of the Gluon kernels on some shape.
+# num_stages is the ring's depth; a stacked BLOCK_M is three groups' rows; STORE_N the columns of
+# each TMA store of the output (two buffers of them, where less than BLOCK_N, make room for one more
+# stage). From a sweep on the nine shapes on the H200 (chapter 07), each the best of the Gluon
+# kernels on some shape.
 GLUON_CONFIGS = [_gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps=8),
                  _gluonconfig("cooperative", 128, 256, 64, 6, warps=8),
                  _gluonconfig("cooperative", 128, 128, 128, 6),
-                 _gluonconfig("pingpong", 128, 128, 128, 5, group_m=16),
-                 _gluonconfig("pingpong", 128, 128, 128, 5),
+                 _gluonconfig("pingpong", 128, 128, 128, 6, group_m=16, store_n=32),
+                 _gluonconfig("pingpong", 128, 128, 128, 6, store_n=32),
                  _gluonconfig("stacked", 192, 128, 128, 4),
                  _gluonconfig("stacked", 192, 128, 128, 4, group_m=16),
+                 _gluonconfig("cooperative", 128, 256, 128, 4, group_m=16, warps=8, store_n=64),
                  # with a split tail, timed only where split_plan cuts tiles: each won some of the
                  # shapes with K = 12288 and N = 3072 in a sweep on the H200 (chapter 07)
                  _gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps=8, split=True),
@@ -919,16 +925,18 @@ GLUON_GROUPS = {"cooperative": 1, "pingpong": 1, "stacked": ws_gluon.STACKED_GRO
 GLUON_WORKERS = {"cooperative": ws_gluon.COOPERATIVE_WORKERS.value, "pingpong": ws_gluon.PINGPONG_WORKERS.value,
                  "stacked": ws_gluon.STACKED_WORKERS.value}
 _GLUON_OTHER_WARPS = {kind: sum(-(-w // 4) * 4 for w in workers) for kind, workers in GLUON_WORKERS.items()}
-_GLUON_KEYS = _WS_KEYS | {"KIND", "SPLIT"}
+_GLUON_KEYS = _WS_KEYS | {"KIND", "SPLIT", "STORE_N"}
 
 
 def gluon_shared_bytes(config: triton.Config, out_bytes: int) -> int:
-    """Shared memory of a Gluon kernel: the ring, the output tile (two in ping-pong, one per
-    consumer group; in the stacked kernel three buffers of a third of it) and the barriers (counting
-    ping-pong's two ``turn`` barriers for every kind)."""
+    """Shared memory of a Gluon kernel: the ring, the output buffers (``ws_gluon.output_buffers``
+    for each consumer group: the whole tile's rows in a cooperative kernel, a third of them in each
+    of the stacked kernel's groups, all of them in each of ping-pong's two; STORE_N columns) and
+    the barriers (counting ping-pong's two ``turn`` barriers for every kind)."""
     k = config.kwargs
     ring = schedule.pipeline_smem(k["BLOCK_M"], k["BLOCK_N"], k["BLOCK_K"], config.num_stages)
-    outs = (2 if k["KIND"] == "pingpong" else 1) * k["BLOCK_M"] * k["BLOCK_N"] * out_bytes
+    buffers = ws_gluon.output_buffers(k["STORE_N"], k["BLOCK_N"]) * (2 if k["KIND"] == "pingpong" else 1)
+    outs = buffers * k["BLOCK_M"] * k["STORE_N"] * out_bytes
     return ring + outs + 8 * (2 * config.num_stages + 2)
 
 
@@ -946,6 +954,15 @@ def gluon_refuses(config: triton.Config, out_bytes: int = 2) -> str | None:
                       triton.Config({**k, "BLOCK_M": 16}, num_warps=config.num_warps, num_stages=config.num_stages))
     except (TypeError, ValueError) as e:
         return str(e)
+    if k["STORE_N"] not in [k["BLOCK_N"] // parts for parts in (1, 2, 4)] or isinstance(k["STORE_N"], bool):
+        return (f"STORE_N, the columns of each store of the output, must be BLOCK_N ({k['BLOCK_N']!r}), "
+                f"a half or a quarter of it; got {k['STORE_N']!r}")
+    if k["STORE_N"] * out_bytes % 16:
+        return (f"a TMA store moves rows of a multiple of 16 bytes: STORE_N x {out_bytes}-byte outputs is "
+                f"{k['STORE_N'] * out_bytes} bytes")
+    if k["SPLIT"] and k["STORE_N"] != k["BLOCK_N"]:
+        return (f"a split tail stashes its pieces through a whole tile's output buffer: with SPLIT=True, STORE_N "
+                f"must be BLOCK_N ({k['BLOCK_N']}), got {k['STORE_N']}")
     m = k["BLOCK_M"]
     if groups > 1 and (isinstance(m, bool) or not isinstance(m, int) or m % groups or m // groups < 16
                        or (m // groups) & (m // groups - 1)):
@@ -1020,10 +1037,11 @@ _gluon_choice: dict[tuple, triton.Config] = {}
 
 
 def gluon_blocks(config: triton.Config) -> tuple[list[int], list[int], list[int]]:
-    """The blocks of A's, W's and C's descriptors: one consumer group's rows of a tile for A and C."""
+    """The blocks of A's, W's and C's descriptors: one consumer group's rows of a tile for A and C,
+    and STORE_N columns, one store's, for C."""
     k = config.kwargs
     rows = k["BLOCK_M"] // GLUON_GROUPS[k["KIND"]]
-    return [rows, k["BLOCK_K"]], [k["BLOCK_N"], k["BLOCK_K"]], [rows, k["BLOCK_N"]]
+    return [rows, k["BLOCK_K"]], [k["BLOCK_N"], k["BLOCK_K"]], [rows, k["STORE_N"]]
 
 
 def gluon_plan(config: triton.Config, M: int, N: int, K: int, num_sms: int) -> tuple[int, int]:

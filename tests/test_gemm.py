@@ -402,11 +402,22 @@ def test_gluon_refuses_configurations_it_cannot_run():
              (G("stacked", 192, 128, 128, 4, warps=8), "takes 4 consumer warps in each of its 3 groups"),
              (G("stacked", 192, 256, 64, 4), "128 registers per thread (at most 88 of the 128"),
              (G("stacked", 192, 128, 128, 5), "more than the 227 KiB"),
+             (G("pingpong", 128, 128, 128, 6, store_n=48), "a half or a quarter of it; got 48"),
+             (G("pingpong", 128, 128, 128, 6, store_n=256), "a half or a quarter of it; got 256"),
+             (G("pingpong", 128, 128, 128, 6, store_n=True), "a half or a quarter of it; got True"),
+             (G("cooperative", 128, 16, 128, 4, store_n=4), "multiple of 16 bytes"),
+             (G("cooperative", 128, 128, 128, 4, store_n=64, split=True), "with SPLIT=True, STORE_N must be BLOCK_N"),
+             (G("pingpong", 128, 128, 128, 6), "more than the 227 KiB"),  # stored whole: no room for 6 stages
              ("128x128", "must be a triton.Config")]
     for config, message in cases:
         assert message in gemm.gluon_refuses(config), config
     stacked = G("stacked", 192, 128, 128, 4)  # three blocks of 64 rows; 16 warps in warp groups
     assert gemm.gluon_blocks(stacked) == ([64, 128], [128, 128], [64, 128]) and gemm.gluon_maxnreg(stacked) == 128
+    # stores of 32 columns: two buffers of 128 x 32 for each of ping-pong's groups, 32 KiB in all
+    quarters = G("pingpong", 128, 128, 128, 6, store_n=32)
+    assert gemm.gluon_blocks(quarters)[2] == [128, 32]
+    assert gemm.gluon_shared_bytes(quarters, 2) == 6 * 32 * 1024 + 2 * 2 * 128 * 32 * 2 + 8 * 14
+    assert gemm.gluon_shared_bytes(G("stacked", 192, 128, 128, 4, store_n=64), 2) == 4 * 40 * 1024 + 2 * 192 * 64 * 2 + 8 * 10
     assert all(gemm.gluon_refuses(c) is None for c in gemm.GLUON_CONFIGS)
     fitted = [gemm.fit_gluon_config(c, 4) for c in gemm.GLUON_CONFIGS]  # float32 outputs: fewer stages
     assert all(gemm.gluon_refuses(c, 4) is None for c in fitted)

@@ -5,7 +5,7 @@
 # check first) into results/ncu/:
 #   kloop_cublas            what torch._scaled_mm runs (its name says its tile and cluster)
 #   kloop_gluon_128x256     gluon_ws_kernel, cooperative, 128x256x128 tiles, 3 stages
-#   kloop_pingpong_128x128  gluon_pingpong_kernel, 128x128x128 tiles, 5 stages
+#   kloop_pingpong_128x128  gluon_pingpong_kernel, 128x128x128 tiles, 6 stages, stores of 32 columns
 #   kloop_tma_128x256       tma_host_kernel, 128x256x128 tiles, 4 stages, epilogue in halves
 set -euo pipefail
 cd "$(dirname "$0")/.."

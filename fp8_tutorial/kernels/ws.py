@@ -15,7 +15,8 @@ Triton 3.6 (chapter 07 measures each):
 - descriptors built on the device, no ``flatten``, one TMA store of the whole tile;
 - at most 4 pipeline stages: with 5 or more, results were wrong.
 
-``ws_kernel`` fixes the first three; ``gemm.launch_ws`` refuses configurations that break the others.
+``ws_kernel`` fixes the second (device-side descriptors, no ``flatten``, the whole tile stored
+at once); ``gemm.launch_ws`` refuses configurations that break the first or the third.
 """
 
 import triton

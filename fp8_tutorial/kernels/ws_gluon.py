@@ -13,7 +13,9 @@ in the source:
   soon as ``warpgroup_mma_wait(1)`` says its product is done, so one ``wgmma`` is always in flight;
 - the epilogue scales the tile (the shared ``load_scales`` and ``apply_scales``; where it pays,
   the scales are loaded before the K loop, which hides their latency) and stores it through TMA;
-  the store is waited for only when its shared buffer is needed again, a tile later.
+  a store is waited for only when its shared buffer is needed again. A tile can go out in column
+  parts (C's descriptor block: a half or a quarter of BLOCK_N) through two buffers in turn: less
+  shared memory for the output, so one more stage in the ring.
 
 Three kernels, three ways to use more than one consumer warp group:
 
@@ -169,19 +171,54 @@ def tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A: gl.con
     return load_scales(scale_a_ptr, scale_b_ptr, rows, cols, M, N, ROW_A, ROW_B)
 
 
+@gluon.constexpr_function
+def output_buffers(store_n, block_n):
+    """Output buffers per consumer group: one for tiles stored whole, two for tiles stored in column
+    parts of ``store_n`` (one part fills while the store of the one before is under way)."""
+    return 1 if store_n == block_n else 2
+
+
 @gluon.jit
-def store_tile(acc, sa, sb, c_desc, c_smem, off_m, off_n, ROW_A: gl.constexpr, ROW_B: gl.constexpr):
+def _store_part(part, c_desc, c_bufs, j: gl.constexpr, off_m, off_n, FIRST: gl.constexpr, BUFS: gl.constexpr):
+    """Start the TMA store of column part ``j`` through buffer FIRST + j % BUFS, once that buffer's
+    last store has read it."""
+    buf = c_bufs.index(FIRST + j % BUFS)
+    tma.store_wait(BUFS - 1)
+    buf.store(part)
+    fence_async_shared()
+    tma.async_copy_shared_to_global(c_desc, [off_m, off_n + j * c_desc.block_type.shape[1]], buf)
+
+
+@gluon.jit
+def store_tile(acc, sa, sb, c_desc, c_bufs, off_m, off_n, ROW_A: gl.constexpr, ROW_B: gl.constexpr,
+               FIRST: gl.constexpr):
     """Scale the tile (``tile_scales``'s ``sa`` and ``sb``, in the accumulator's layout) and start
-    its TMA store, once the previous store from ``c_smem`` is done."""
+    its TMA stores: whole, or in 2 or 4 parts of C's block width, through the group's buffers
+    ``c_bufs.index(FIRST)`` on (``output_buffers`` of them)."""
     if ROW_A:
         sa = gl.convert_layout(sa, gl.SliceLayout(1, acc.type.layout))
     if ROW_B:
         sb = gl.convert_layout(sb, gl.SliceLayout(0, acc.type.layout))
-    out = apply_scales(acc, sa, sb, ROW_A, ROW_B)
-    tma.store_wait(0)
-    c_smem.store(out.to(c_desc.dtype))
-    fence_async_shared()
-    tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+    out = apply_scales(acc, sa, sb, ROW_A, ROW_B).to(c_desc.dtype)
+    ROWS: gl.constexpr = acc.type.shape[0]
+    STORE_N: gl.constexpr = c_desc.block_type.shape[1]
+    PARTS: gl.constexpr = acc.type.shape[1] // STORE_N
+    BUFS: gl.constexpr = output_buffers(STORE_N, acc.type.shape[1])
+    gl.static_assert(PARTS == 1 or PARTS == 2 or PARTS == 4, "a tile goes out whole, in halves or in quarters")
+    if PARTS == 1:
+        _store_part(out, c_desc, c_bufs, 0, off_m, off_n, FIRST, BUFS)
+    elif PARTS == 2:  # column h * STORE_N + n: the halves split off along h, moved last
+        h0, h1 = gl.split(gl.permute(gl.reshape(out, [ROWS, 2, STORE_N]), [0, 2, 1]))
+        _store_part(h0, c_desc, c_bufs, 0, off_m, off_n, FIRST, BUFS)
+        _store_part(h1, c_desc, c_bufs, 1, off_m, off_n, FIRST, BUFS)
+    else:  # column (2 * a + b) * STORE_N + n: split along b, then a
+        b0, b1 = gl.split(gl.permute(gl.reshape(out, [ROWS, 2, 2, STORE_N]), [0, 3, 1, 2]))
+        q0, q2 = gl.split(b0)
+        q1, q3 = gl.split(b1)
+        _store_part(q0, c_desc, c_bufs, 0, off_m, off_n, FIRST, BUFS)
+        _store_part(q1, c_desc, c_bufs, 1, off_m, off_n, FIRST, BUFS)
+        _store_part(q2, c_desc, c_bufs, 2, off_m, off_n, FIRST, BUFS)
+        _store_part(q3, c_desc, c_bufs, 3, off_m, off_n, FIRST, BUFS)
 
 
 @gluon.jit
@@ -211,18 +248,20 @@ def stash_piece(acc, stage, partials_ptr, slot, GROUP: gl.constexpr, GROUPS: gl.
 
 
 @gluon.jit
-def finish_unit(acc, sa, sb, c_desc, c_smem, partials_ptr, off_m, off_n, tile, piece, WHOLE_TILES, PIECES,
+def finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, off_m, off_n, tile, piece, WHOLE_TILES, PIECES,
                 ROW_A: gl.constexpr, ROW_B: gl.constexpr, SPLIT: gl.constexpr, GROUP: gl.constexpr,
-                GROUPS: gl.constexpr, num_warps: gl.constexpr):
+                GROUPS: gl.constexpr, FIRST: gl.constexpr, num_warps: gl.constexpr):
     """After a unit's K steps: store group GROUP's rows of its tile (from ``off_m, off_n``, scaled
-    by ``sa`` and ``sb``), or with SPLIT, for a piece, stash them."""
+    by ``sa`` and ``sb``) through its output buffers, ``c_bufs.index(FIRST)`` on, or with SPLIT,
+    for a piece, stash them (through the first: with SPLIT, tiles are stored whole)."""
     if SPLIT:
         if (tile < WHOLE_TILES) | (PIECES == 1):
-            store_tile(acc, sa, sb, c_desc, c_smem, off_m, off_n, ROW_A, ROW_B)
+            store_tile(acc, sa, sb, c_desc, c_bufs, off_m, off_n, ROW_A, ROW_B, FIRST)
         else:
-            stash_piece(acc, c_smem, partials_ptr, (tile - WHOLE_TILES) * PIECES + piece, GROUP, GROUPS, num_warps)
+            stash_piece(acc, c_bufs.index(FIRST), partials_ptr, (tile - WHOLE_TILES) * PIECES + piece, GROUP, GROUPS,
+                        num_warps)
     else:
-        store_tile(acc, sa, sb, c_desc, c_smem, off_m, off_n, ROW_A, ROW_B)
+        store_tile(acc, sa, sb, c_desc, c_bufs, off_m, off_n, ROW_A, ROW_B, FIRST)
 
 
 @gluon.constexpr_function
@@ -247,14 +286,22 @@ def allocate_ring(a_desc, b_desc, STAGES: gl.constexpr, GROUPS: gl.constexpr):
 
 
 @gluon.jit
+def allocate_outputs(c_desc, b_desc, GROUPS: gl.constexpr):
+    """The output buffers of GROUPS consumer groups, ``output_buffers`` each, of C's descriptor block."""
+    BUFS: gl.constexpr = output_buffers(c_desc.block_type.shape[1], b_desc.block_type.shape[0])
+    return gl.allocate_shared_memory(c_desc.dtype, [GROUPS * BUFS] + c_desc.block_type.shape, c_desc.layout)
+
+
+@gluon.jit
 def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
                           partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
                           ROW_A: gl.constexpr, ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
                           GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr):
     """Consumer group GROUP of GROUPS: rows [GROUP * SUB_M, + SUB_M) of every unit's tile, through
-    output buffer ``c_bufs.index(GROUP)``."""
+    the group's output buffers (``output_buffers`` of them, from ``c_bufs.index(GROUP * BUFS)``)."""
     SUB_M: gl.constexpr = c_desc.block_type.shape[0]
-    BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+    BUFS: gl.constexpr = output_buffers(c_desc.block_type.shape[1], BLOCK_N)
     acc = gl.zeros((SUB_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, num_warps))
     units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N,
                                         a_desc.block_type.shape[1])
@@ -271,8 +318,8 @@ def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, 
         acc, it = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, GROUP, GROUPS)
         if not EARLY:
             sa, sb = tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B, False)
-        finish_unit(acc, sa, sb, c_desc, c_bufs.index(GROUP), partials_ptr, off_m, off_n, tile, piece,
-                    WHOLE_TILES, PIECES, ROW_A, ROW_B, SPLIT, GROUP, GROUPS, num_warps)
+        finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, off_m, off_n, tile, piece, WHOLE_TILES, PIECES,
+                    ROW_A, ROW_B, SPLIT, GROUP, GROUPS, GROUP * BUFS, num_warps)
     tma.store_wait(0)
 
 
@@ -281,12 +328,13 @@ def gluon_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_p
                     WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
                     ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr, num_warps: gl.constexpr):
     """C = scale(A @ W^T), persistent: one producer warp, ``num_warps`` consumer warps sharing each
-    tile (BLOCK_M x BLOCK_N from ``c_desc``), STAGES buffers in the ring. The first WHOLE_TILES
-    tiles are computed whole; with SPLIT the others are cut into PIECES pieces each
-    (``program_work``), whose partial tiles go to ``partials`` for ``persistent.sum_pieces_kernel``
-    to add up. Without SPLIT, WHOLE_TILES must be all the tiles and PIECES 1."""
+    tile (BLOCK_M rows from ``c_desc``, BLOCK_N from ``b_desc``), STAGES buffers in the ring. The
+    first WHOLE_TILES tiles are computed whole; with SPLIT the others are cut into PIECES pieces
+    each (``program_work``), whose partial tiles go to ``partials`` for
+    ``persistent.sum_pieces_kernel`` to add up. Without SPLIT, WHOLE_TILES must be all the tiles
+    and PIECES 1."""
     a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, 1)
-    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [1] + c_desc.block_type.shape, c_desc.layout)
+    c_bufs = allocate_outputs(c_desc, b_desc, 1)
     gl.warp_specialize([
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
                                  partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
@@ -303,10 +351,10 @@ def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, parti
     """C = scale(A @ W^T), persistent, in tiles of three blocks of A's descriptor stacked along M
     (3 x 64 = 192 rows, a height that is not a power of two): one producer warp, and three consumer
     warp groups (the default partition, ``num_warps`` = 4, and two workers), each on its own block
-    of rows of every tile, with its own output buffer; the rest as in ``gluon_ws_kernel``."""
+    of rows of every tile, with its own output buffers; the rest as in ``gluon_ws_kernel``."""
     gl.static_assert(num_warps == 4, "each consumer group of the stacked kernel is one warp group")
     a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, STACKED_GROUPS)
-    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [STACKED_GROUPS] + c_desc.block_type.shape, c_desc.layout)
+    c_bufs = allocate_outputs(c_desc, b_desc, STACKED_GROUPS)
     gl.warp_specialize([
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
                                  scale_b_ptr, partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
@@ -328,7 +376,8 @@ def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_buf
                        ROW_A: gl.constexpr, ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
                        GROUP: gl.constexpr):
     BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
-    BLOCK_N: gl.constexpr = c_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+    BUFS: gl.constexpr = output_buffers(c_desc.block_type.shape[1], BLOCK_N)
     acc = gl.zeros((BLOCK_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, 4))
     units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, BLOCK_M, BLOCK_N, a_desc.block_type.shape[1])
     it = 0  # the ring position of unit u: the K steps of the units before it, the other group's too
@@ -346,8 +395,8 @@ def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_buf
             # epilogue runs while the other group's K loop does)
             off_m, off_n = unit_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M, 0, 1)
             sa, sb = tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B, False)
-            finish_unit(acc, sa, sb, c_desc, c_bufs.index(GROUP), partials_ptr, off_m, off_n, tile, piece,
-                        WHOLE_TILES, PIECES, ROW_A, ROW_B, SPLIT, 0, 1, 4)
+            finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, off_m, off_n, tile, piece, WHOLE_TILES, PIECES,
+                        ROW_A, ROW_B, SPLIT, 0, 1, GROUP * BUFS, 4)
         it += k_last - k_first
     tma.store_wait(0)
 
@@ -361,7 +410,7 @@ def gluon_pingpong_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, part
     (the default partition, ``num_warps`` = 4, and a worker), each on alternate units of work;
     the rest as in ``gluon_ws_kernel``."""
     a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, 1)
-    c_bufs = gl.allocate_shared_memory(c_desc.dtype, [2] + c_desc.block_type.shape, c_desc.layout)
+    c_bufs = allocate_outputs(c_desc, b_desc, 2)
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(2):
         mbarrier.init(turn.index(i), count=1)
