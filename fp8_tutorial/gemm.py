@@ -902,8 +902,9 @@ def _gluonconfig(kind, bm, bn, bk, stages, group_m=8, warps=4, split=False, stor
 # other consumer groups of ping-pong and of the stacked kernel, come on top: _GLUON_OTHER_WARPS);
 # num_stages is the ring's depth; a stacked BLOCK_M is three groups' rows; STORE_N the columns of
 # each TMA store of the output (two buffers of them, where less than BLOCK_N, make room for one more
-# stage). From a sweep on the nine shapes on the H200 (chapter 07), each the best of the Gluon
-# kernels on some shape.
+# stage). From sweeps on the nine shapes on the H200 (chapter 07), each the best of the Gluon
+# kernels on some shape in one of them; launch_gluon times them all for each new problem, and where
+# two are within the noise of each other, which one wins changes from run to run.
 GLUON_CONFIGS = [_gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps=8),
                  _gluonconfig("cooperative", 128, 256, 64, 6, warps=8),
                  _gluonconfig("cooperative", 128, 128, 128, 6),
@@ -1117,7 +1118,7 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
 
 
 # First where it can run (a Hopper GPU, e4m3 operands, scales per tensor or per row, what TMA takes):
-# chapter 07 measured it at 0.980 to 1.105x the best kernel without specialization, and ahead of the
+# chapter 07 measured it at 0.992 to 1.151x the best kernel without specialization, and ahead of the
 # TMA kernel, the next choice, on 16 of its 18 cells. Elsewhere it refuses, and "auto" says why.
 @register_kernel("gluon", gluon_takes, priority=13)
 def _gluon(ops: Operands, out: torch.Tensor, precise: bool) -> None:
