@@ -254,6 +254,8 @@ def finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, off_m, off_n, tile, p
     """After a unit's K steps: store group GROUP's rows of its tile (from ``off_m, off_n``, scaled
     by ``sa`` and ``sb``) through its output buffers, ``c_bufs.index(FIRST)`` on, or with SPLIT,
     for a piece, stash them (through the first: with SPLIT, tiles are stored whole)."""
+    gl.static_assert(not SPLIT or c_desc.block_type.shape[1] == acc.type.shape[1],
+                     "a split tail stashes its pieces through a whole tile's output buffer: STORE_N must be BLOCK_N")
     if SPLIT:
         if (tile < WHOLE_TILES) | (PIECES == 1):
             store_tile(acc, sa, sb, c_desc, c_bufs, off_m, off_n, ROW_A, ROW_B, FIRST)
