@@ -179,6 +179,15 @@ def output_buffers(store_n, block_n):
 
 
 @gluon.jit
+def column_halves(x):
+    """``x``'s left and right halves of columns (column h * W + n of the result's half h is column n):
+    split off along a new axis of 2, moved last."""
+    ROWS: gl.constexpr = x.type.shape[0]
+    HALF: gl.constexpr = x.type.shape[1] // 2
+    return gl.split(gl.permute(gl.reshape(x, [ROWS, 2, HALF]), [0, 2, 1]))
+
+
+@gluon.jit
 def _store_part(part, c_desc, c_bufs, j: gl.constexpr, off_m, off_n, FIRST: gl.constexpr, BUFS: gl.constexpr):
     """Start the TMA store of column part ``j`` through buffer FIRST + j % BUFS, once that buffer's
     last store has read it."""
@@ -200,21 +209,20 @@ def store_tile(acc, sa, sb, c_desc, c_bufs, off_m, off_n, ROW_A: gl.constexpr, R
     if ROW_B:
         sb = gl.convert_layout(sb, gl.SliceLayout(0, acc.type.layout))
     out = apply_scales(acc, sa, sb, ROW_A, ROW_B).to(c_desc.dtype)
-    ROWS: gl.constexpr = acc.type.shape[0]
     STORE_N: gl.constexpr = c_desc.block_type.shape[1]
     PARTS: gl.constexpr = acc.type.shape[1] // STORE_N
     BUFS: gl.constexpr = output_buffers(STORE_N, acc.type.shape[1])
     gl.static_assert(PARTS == 1 or PARTS == 2 or PARTS == 4, "a tile goes out whole, in halves or in quarters")
     if PARTS == 1:
         _store_part(out, c_desc, c_bufs, 0, off_m, off_n, FIRST, BUFS)
-    elif PARTS == 2:  # column h * STORE_N + n: the halves split off along h, moved last
-        h0, h1 = gl.split(gl.permute(gl.reshape(out, [ROWS, 2, STORE_N]), [0, 2, 1]))
+    elif PARTS == 2:
+        h0, h1 = column_halves(out)
         _store_part(h0, c_desc, c_bufs, 0, off_m, off_n, FIRST, BUFS)
         _store_part(h1, c_desc, c_bufs, 1, off_m, off_n, FIRST, BUFS)
-    else:  # column (2 * a + b) * STORE_N + n: split along b, then a
-        b0, b1 = gl.split(gl.permute(gl.reshape(out, [ROWS, 2, 2, STORE_N]), [0, 3, 1, 2]))
-        q0, q2 = gl.split(b0)
-        q1, q3 = gl.split(b1)
+    else:  # the quarters are the halves of the halves
+        h0, h1 = column_halves(out)
+        q0, q1 = column_halves(h0)
+        q2, q3 = column_halves(h1)
         _store_part(q0, c_desc, c_bufs, 0, off_m, off_n, FIRST, BUFS)
         _store_part(q1, c_desc, c_bufs, 1, off_m, off_n, FIRST, BUFS)
         _store_part(q2, c_desc, c_bufs, 2, off_m, off_n, FIRST, BUFS)
@@ -237,7 +245,7 @@ def stash_piece(acc, stage, partials_ptr, slot, GROUP: gl.constexpr, GROUPS: gl.
     offsets = (gl.arange(0, ROWS, layout=gl.SliceLayout(1, rows_of_4))[:, None] * BLOCK_N
                + gl.arange(0, HALF, layout=gl.SliceLayout(0, rows_of_4))[None, :])
     base = partials_ptr + slot.to(gl.int64) * (GROUPS * SUB_M * BLOCK_N) + GROUP * SUB_M * BLOCK_N
-    halves = gl.split(gl.permute(gl.reshape(acc, [SUB_M, 2, HALF]), [0, 2, 1]))
+    halves = column_halves(acc)
     tma.store_wait(0)  # the stage may still be read by the last tile's TMA store
     for h in gl.static_range(2):
         half_smem.store(halves[h])
