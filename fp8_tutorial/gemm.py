@@ -915,7 +915,7 @@ GLUON_CONFIGS = [_gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps
                  _gluonconfig("cooperative", 128, 256, 128, 4, group_m=16, warps=8, store_n=64),
                  # with a split tail, timed only where split_plan cuts tiles: each won some of the
                  # shapes with K = 12288 and N = 3072 in a sweep on the H200 (chapter 07)
-                 _gluonconfig("cooperative", 128, 256, 128, 3, group_m=16, warps=8, split=True),
+                 _gluonconfig("cooperative", 128, 256, 128, 4, group_m=16, warps=8, store_n=64, split=True),
                  _gluonconfig("cooperative", 128, 128, 128, 6, split=True),
                  _gluonconfig("stacked", 192, 128, 128, 4, split=True)]
 GLUON_KERNELS = {"cooperative": gluon_ws_kernel, "pingpong": gluon_pingpong_kernel, "stacked": gluon_stacked_kernel}
@@ -928,6 +928,22 @@ GLUON_WORKERS = {"cooperative": ws_gluon.COOPERATIVE_WORKERS.value, "pingpong": 
 _GLUON_OTHER_WARPS = {kind: sum(-(-w // 4) * 4 for w in workers) for kind, workers in GLUON_WORKERS.items()}
 _GLUON_KEYS = _WS_KEYS | {"KIND", "SPLIT", "STORE_N"}
 
+
+
+def gluon_config(**wanted) -> triton.Config:
+    """The one entry of GLUON_CONFIGS with the values ``wanted`` of its keys (``KIND="pingpong"``,
+    ``BLOCK_N=256``, ...) and of ``num_warps`` and ``num_stages``: a configuration named by what it
+    is, not by its place in the list. Raises ValueError unless exactly one matches."""
+    def fields(c):
+        return {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
+    unknown = sorted(set(wanted) - set(fields(GLUON_CONFIGS[0])))
+    if unknown:
+        raise ValueError(f"a Gluon configuration has no {unknown}: name some of {sorted(fields(GLUON_CONFIGS[0]))}")
+    found = [c for c in GLUON_CONFIGS if all(fields(c)[k] == v for k, v in wanted.items())]
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} of GLUON_CONFIGS have {wanted}, not one: "
+                         + "; ".join(describe_config(c) for c in found))
+    return found[0]
 
 def gluon_shared_bytes(config: triton.Config, out_bytes: int) -> int:
     """Shared memory of a Gluon kernel: the ring, the output buffers (``ws_gluon.output_buffers``
@@ -961,9 +977,6 @@ def gluon_refuses(config: triton.Config, out_bytes: int = 2) -> str | None:
     if k["STORE_N"] * out_bytes % 16:
         return (f"a TMA store moves rows of a multiple of 16 bytes: STORE_N x {out_bytes}-byte outputs is "
                 f"{k['STORE_N'] * out_bytes} bytes")
-    if k["SPLIT"] and k["STORE_N"] != k["BLOCK_N"]:
-        return (f"a split tail stashes its pieces through a whole tile's output buffer: with SPLIT=True, STORE_N "
-                f"must be BLOCK_N ({k['BLOCK_N']}), got {k['STORE_N']}")
     m = k["BLOCK_M"]
     if groups > 1 and (isinstance(m, bool) or not isinstance(m, int) or m % groups or m // groups < 16
                        or (m // groups) & (m // groups - 1)):

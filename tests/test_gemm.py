@@ -258,10 +258,13 @@ def test_gluon_kernels_match_float64(kind, gen, device):
 @pytest.mark.parametrize("kind", sorted(gemm.GLUON_KERNELS))
 def test_gluon_split_tail_matches_float64(kind, gen, device):
     """Every plan's pieces add up to the tile: none whole, half the tiles whole, all but one whole,
-    and as many pieces as K steps, with 3 "SMs" and the GPU's."""
+    and as many pieces as K steps, with 3 "SMs" and the GPU's; tiles stored whole and in quarters
+    (the pieces then go out through a quarter's buffer, in eighths of the tile)."""
     G = gemm._gluonconfig
+    block_m = 64 * gemm.GLUON_GROUPS[kind] if gemm.GLUON_GROUPS[kind] > 1 else 128
     configs = [c for c in gemm.GLUON_CONFIGS if c.kwargs["KIND"] == kind and c.kwargs["SPLIT"]] or \
-        [G(kind, 64 * gemm.GLUON_GROUPS[kind] if gemm.GLUON_GROUPS[kind] > 1 else 128, 128, 128, 5, split=True)]
+        [G(kind, block_m, 128, 128, 4, split=True)]
+    configs.append(G(kind, block_m, 128, 128, 4, store_n=32, split=True))
     for (M, K, N), recipes in zip(GLUON_SHAPES[1:], [("row", "tensor"), ("tensor", "row"), ("row", "row"),
                                                      ("row", "row")]):
         a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
@@ -381,6 +384,17 @@ def test_gluon_refuses_what_it_was_not_checked_on(device):
         assert message in gemm.gluon_takes(ops, torch.empty(8, 16, dtype=out_dtype, device=device))
 
 
+def test_gluon_config_names_one_configuration():
+    ping = gemm.gluon_config(KIND="pingpong", GROUP_M=16)
+    assert ping in gemm.GLUON_CONFIGS and ping.kwargs["KIND"] == "pingpong" and ping.kwargs["GROUP_M"] == 16
+    assert gemm.gluon_config(KIND="cooperative", BLOCK_N=256, num_stages=3).num_stages == 3
+    for wanted, message in [(dict(KIND="pingpong"), "2 of GLUON_CONFIGS have"),
+                            (dict(KIND="split"), "0 of GLUON_CONFIGS have"),
+                            (dict(STAGES=3), "has no ['STAGES']")]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            gemm.gluon_config(**wanted)
+
+
 def test_gluon_refuses_configurations_it_cannot_run():
     G = gemm._gluonconfig
     cases = [(gemm.WS_CONFIGS[0], "has the keys"),
@@ -406,7 +420,6 @@ def test_gluon_refuses_configurations_it_cannot_run():
              (G("pingpong", 128, 128, 128, 6, store_n=256), "a half or a quarter of it; got 256"),
              (G("pingpong", 128, 128, 128, 6, store_n=True), "a half or a quarter of it; got True"),
              (G("cooperative", 128, 16, 128, 4, store_n=4), "multiple of 16 bytes"),
-             (G("cooperative", 128, 128, 128, 4, store_n=64, split=True), "with SPLIT=True, STORE_N must be BLOCK_N"),
              (G("pingpong", 128, 128, 128, 6), "more than the 227 KiB"),  # stored whole: no room for 6 stages
              ("128x128", "must be a triton.Config")]
     for config, message in cases:

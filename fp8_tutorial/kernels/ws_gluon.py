@@ -188,6 +188,17 @@ def column_halves(x):
 
 
 @gluon.jit
+def column_parts(x, PARTS: gl.constexpr):
+    """``x``'s columns in PARTS equal parts (a power of two), left to right, as a tuple: its
+    halves, the halves of those, and so on."""
+    if PARTS == 1:
+        return (x,)
+    else:
+        h0, h1 = column_halves(x)
+        return column_parts(h0, PARTS // 2) + column_parts(h1, PARTS // 2)
+
+
+@gluon.jit
 def _store_part(part, c_desc, c_bufs, j: gl.constexpr, off_m, off_n, FIRST: gl.constexpr, BUFS: gl.constexpr):
     """Start the TMA store of column part ``j`` through buffer FIRST + j % BUFS, once that buffer's
     last store has read it."""
@@ -213,45 +224,37 @@ def store_tile(acc, sa, sb, c_desc, c_bufs, off_m, off_n, ROW_A: gl.constexpr, R
     PARTS: gl.constexpr = acc.type.shape[1] // STORE_N
     BUFS: gl.constexpr = output_buffers(STORE_N, acc.type.shape[1])
     gl.static_assert(PARTS == 1 or PARTS == 2 or PARTS == 4, "a tile goes out whole, in halves or in quarters")
-    if PARTS == 1:
-        _store_part(out, c_desc, c_bufs, 0, off_m, off_n, FIRST, BUFS)
-    elif PARTS == 2:
-        h0, h1 = column_halves(out)
-        _store_part(h0, c_desc, c_bufs, 0, off_m, off_n, FIRST, BUFS)
-        _store_part(h1, c_desc, c_bufs, 1, off_m, off_n, FIRST, BUFS)
-    else:  # the quarters are the halves of the halves
-        h0, h1 = column_halves(out)
-        q0, q1 = column_halves(h0)
-        q2, q3 = column_halves(h1)
-        _store_part(q0, c_desc, c_bufs, 0, off_m, off_n, FIRST, BUFS)
-        _store_part(q1, c_desc, c_bufs, 1, off_m, off_n, FIRST, BUFS)
-        _store_part(q2, c_desc, c_bufs, 2, off_m, off_n, FIRST, BUFS)
-        _store_part(q3, c_desc, c_bufs, 3, off_m, off_n, FIRST, BUFS)
+    parts = column_parts(out, PARTS)
+    for j in gl.static_range(PARTS):
+        _store_part(parts[j], c_desc, c_bufs, j, off_m, off_n, FIRST, BUFS)
 
 
 @gluon.jit
-def stash_piece(acc, stage, partials_ptr, slot, GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr):
+def stash_piece(acc, c_bufs, FIRST: gl.constexpr, partials_ptr, slot, GROUP: gl.constexpr, GROUPS: gl.constexpr,
+                num_warps: gl.constexpr):
     """Write this piece's float32 partial tile (group GROUP's rows of it) to its slot of
     ``partials`` (``persistent.sum_pieces_kernel`` adds the pieces up after the launch). It goes out
-    in column halves through ``stage``, the output tile's shared buffer seen as float32, and from
-    there 32 rows at a time in vectors of 4: from the accumulator's own layout each thread would
-    form 64 addresses, and ptxas would spill the accumulator after every tile's K loop to hold them."""
+    in column parts through the group's first output buffer, ``c_bufs.index(FIRST)``, seen as
+    float32 (as many columns as its bytes hold), and from there 32 rows at a time in vectors of 4:
+    from the accumulator's own layout each thread would form 64 addresses, and ptxas would spill the
+    accumulator after every tile's K loop to hold them."""
     SUB_M: gl.constexpr = acc.type.shape[0]  # this group's rows of the GROUPS * SUB_M-row slot
     BLOCK_N: gl.constexpr = acc.type.shape[1]
-    HALF: gl.constexpr = BLOCK_N // 2
+    WIDTH: gl.constexpr = c_bufs.type.shape[2] * c_bufs.dtype.primitive_bitwidth // 32
     ROWS: gl.constexpr = 32
-    rows_of_4: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [num_warps, 1], [1, 0])
-    half_smem = stage._reinterpret(gl.float32, [SUB_M, HALF], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+    LANES_N: gl.constexpr = min(32, WIDTH // 4)
+    rows_of_4: gl.constexpr = gl.BlockedLayout([1, 4], [32 // LANES_N, LANES_N], [num_warps, 1], [1, 0])
+    part_smem = c_bufs.index(FIRST)._reinterpret(gl.float32, [SUB_M, WIDTH], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
     offsets = (gl.arange(0, ROWS, layout=gl.SliceLayout(1, rows_of_4))[:, None] * BLOCK_N
-               + gl.arange(0, HALF, layout=gl.SliceLayout(0, rows_of_4))[None, :])
+               + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, rows_of_4))[None, :])
     base = partials_ptr + slot.to(gl.int64) * (GROUPS * SUB_M * BLOCK_N) + GROUP * SUB_M * BLOCK_N
-    halves = column_halves(acc)
-    tma.store_wait(0)  # the stage may still be read by the last tile's TMA store
-    for h in gl.static_range(2):
-        half_smem.store(halves[h])
+    parts = column_parts(acc, BLOCK_N // WIDTH)
+    tma.store_wait(0)  # the buffer may still be read by the last tile's TMA stores
+    for h in gl.static_range(BLOCK_N // WIDTH):
+        part_smem.store(parts[h])
         gl.thread_barrier()
         for r in gl.static_range(0, SUB_M, ROWS):
-            gl.store(base + r * BLOCK_N + h * HALF + offsets, half_smem.slice(r, ROWS).load(rows_of_4))
+            gl.store(base + r * BLOCK_N + h * WIDTH + offsets, part_smem.slice(r, ROWS).load(rows_of_4))
         gl.thread_barrier()
 
 
@@ -261,14 +264,12 @@ def finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, off_m, off_n, tile, p
                 GROUPS: gl.constexpr, FIRST: gl.constexpr, num_warps: gl.constexpr):
     """After a unit's K steps: store group GROUP's rows of its tile (from ``off_m, off_n``, scaled
     by ``sa`` and ``sb``) through its output buffers, ``c_bufs.index(FIRST)`` on, or with SPLIT,
-    for a piece, stash them (through the first: with SPLIT, tiles are stored whole)."""
-    gl.static_assert(not SPLIT or c_desc.block_type.shape[1] == acc.type.shape[1],
-                     "a split tail stashes its pieces through a whole tile's output buffer: STORE_N must be BLOCK_N")
+    for a piece, stash them (through the first)."""
     if SPLIT:
         if (tile < WHOLE_TILES) | (PIECES == 1):
             store_tile(acc, sa, sb, c_desc, c_bufs, off_m, off_n, ROW_A, ROW_B, FIRST)
         else:
-            stash_piece(acc, c_bufs.index(FIRST), partials_ptr, (tile - WHOLE_TILES) * PIECES + piece, GROUP, GROUPS,
+            stash_piece(acc, c_bufs, FIRST, partials_ptr, (tile - WHOLE_TILES) * PIECES + piece, GROUP, GROUPS,
                         num_warps)
     else:
         store_tile(acc, sa, sb, c_desc, c_bufs, off_m, off_n, ROW_A, ROW_B, FIRST)
