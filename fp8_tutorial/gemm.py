@@ -1067,13 +1067,16 @@ def gluon_plan(config: triton.Config, M: int, N: int, K: int, num_sms: int) -> t
 
 
 def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
-                 num_sms: int | None = None, plan: tuple[int, int] | None = None) -> Launch:
+                 num_sms: int | None = None, plan: tuple[int, int] | None = None,
+                 kernels: dict | None = None) -> Launch:
     """Run a Gluon kernel (``config``'s KIND: one of ``GLUON_KERNELS``) into ``out``, descriptors
     built here; without ``config``, the first launch for a problem times each of GLUON_CONFIGS
     (cut to the stages that fit) and keeps the fastest. A SPLIT configuration cuts the tiles of
     the last wave by ``plan`` (default ``gluon_plan``'s) and adds up the pieces with
-    ``sum_pieces_kernel`` after the launch. Raises ValueError where ``gluon_takes`` or
-    ``gluon_refuses`` says no, or for a plan without a SPLIT configuration."""
+    ``sum_pieces_kernel`` after the launch. ``kernels`` (by KIND, with a ``config``) replaces
+    GLUON_KERNELS: ``kernels.ablation``'s variants, which time what part of the work costs. Raises
+    ValueError where ``gluon_takes`` or ``gluon_refuses`` says no, or for a plan without a SPLIT
+    configuration."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
@@ -1085,6 +1088,8 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
         why = gluon_refuses(config, out.element_size())
         if why:
             raise ValueError(why)
+    if kernels is not None and config is None:
+        raise ValueError("kernels replace GLUON_KERNELS for one configuration: pass config= too")
     if plan is not None and (config is None or not config.kwargs["SPLIT"]):
         raise ValueError("a plan needs a configuration with SPLIT=True (gemm._gluonconfig(..., split=True))")
     flags = ops.flags(precise)
@@ -1109,7 +1114,7 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
         # added up by sum_pieces_kernel, after the launch)
         partials, _ = _streamk_workspace(out.device, rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 1, 1)
         programs = min(num_sms, whole + rest * pieces)
-        compiled = GLUON_KERNELS[k["KIND"]][(programs,)](
+        compiled = (kernels or GLUON_KERNELS)[k["KIND"]][(programs,)](
             *descriptors, *ops.packed_scales, partials, M, N, K, whole, pieces, k["GROUP_M"], cfg.num_stages,
             **flags, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, maxnreg=gluon_maxnreg(cfg))
         if pieces > 1:

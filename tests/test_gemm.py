@@ -299,6 +299,30 @@ def test_gluon_refuses_plans_it_cannot_take(gen, device):
             gemm.launch_gluon(ops, out, False, config=config, plan=plan)
 
 
+def test_ablation_variants_take_the_kernels_arguments():
+    from fp8_tutorial.kernels import ablation
+    assert set(ablation.without_odd_w) == set(gemm.GLUON_KERNELS)
+    for kind, kernel in ablation.without_odd_w.items():
+        assert kernel.arg_names == gemm.GLUON_KERNELS[kind].arg_names and kernel is not gemm.GLUON_KERNELS[kind]
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
+def test_ablation_leaves_out_loads_and_only_those(gen, device):
+    """Without W's odd K steps the product is wrong; with a single K step (step 0 is even) it is right."""
+    from fp8_tutorial.kernels import ablation
+    for K, wrong in [(1024, True), (128, False)]:
+        a, b, sa, sb = operands(300, K, 520, "row", "tensor", gen, device)
+        ref = fp8.reference_mm(a, b, sa, sb)
+        ops = gemm.check_operands(a, b, sa, sb)
+        for kind in sorted(gemm.GLUON_KERNELS):
+            config = [c for c in gemm.GLUON_CONFIGS if c.kwargs["KIND"] == kind][0]
+            out = fp8.poison(torch.empty(300, 520, dtype=torch.bfloat16, device=device))
+            gemm.launch_gluon(ops, out, False, config=config, kernels=ablation.without_odd_w)
+            assert (not fp8.rel_error(out, ref) < 0.1) == wrong, (kind, K)  # garbage may hold NaNs
+    with pytest.raises(ValueError, match="pass config= too"):
+        gemm.launch_gluon(ops, out, False, kernels=ablation.without_odd_w)
+
+
 @pytest.mark.parametrize("recipes", [("tensor", "tensor"), ("row", "row")])
 def test_sum_pieces_adds_the_pieces_in_order_and_scales(recipes, gen, device):
     """The pieces of the split tiles (those after WHOLE_TILES, in grouped order) summed, scaled and

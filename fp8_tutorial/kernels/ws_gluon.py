@@ -115,12 +115,25 @@ def load_ring(a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES
             # a new barrier counts as having completed the phase before phase 0: the first pass
             # through the ring does not wait
             mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-            mbarrier.expect(ready.index(s), GROUPS * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-            for g in gl.static_range(GROUPS):
-                tma.async_copy_global_to_shared(a_desc, [off_m + g * SUB_M, kk * BLOCK_K], ready.index(s),
-                                                a_bufs.index(s * GROUPS + g))
-            tma.async_copy_global_to_shared(b_desc, [off_n, kk * BLOCK_K], ready.index(s), b_bufs.index(s))
+            load_stage(a_desc, b_desc, a_bufs, b_bufs, ready.index(s), s, off_m, off_n, kk * BLOCK_K, GROUPS)
             it += 1
+
+
+@gluon.jit
+def load_a(a_desc, a_bufs, bar, s, off_m, k, GROUPS: gl.constexpr):
+    """Start the TMA loads of A's GROUPS blocks at (``off_m``, ``k``) into stage ``s``, on ``bar``."""
+    for g in gl.static_range(GROUPS):
+        tma.async_copy_global_to_shared(a_desc, [off_m + g * a_desc.block_type.shape[0], k], bar,
+                                        a_bufs.index(s * GROUPS + g))
+
+
+@gluon.jit
+def load_stage(a_desc, b_desc, a_bufs, b_bufs, bar, s, off_m, off_n, k, GROUPS: gl.constexpr):
+    """Fill stage ``s`` with the K step at column ``k``: A's blocks and W's, their bytes counted in
+    on the stage's ``ready`` barrier ``bar``."""
+    mbarrier.expect(bar, GROUPS * a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+    load_a(a_desc, a_bufs, bar, s, off_m, k, GROUPS)
+    tma.async_copy_global_to_shared(b_desc, [off_n, k], bar, b_bufs.index(s))
 
 
 @gluon.jit

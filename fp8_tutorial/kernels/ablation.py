@@ -1,0 +1,51 @@
+"""The Gluon kernels with part of their loads left out, on purpose, to measure what those loads cost.
+
+Their results are wrong: they exist to be timed against the real kernels, never to be used.
+
+``without_odd_w`` is each Gluon kernel with a producer that loads W's block only on the even K
+steps (counted in BLOCK_K). On the odd ones it loads A's blocks alone, and the consumers multiply
+by whatever W's buffer held. Half of W is then never read, from DRAM or from L2. Each stage an SM
+takes in shrinks by W's block every other step: by a quarter with 128 x 128 tiles (W's block is half
+a stage), a third with 128 x 256, a fifth with the stacked 192 x 128. The rest of each kernel (the
+ring, the barriers, the wgmma, the epilogue) is the package's own: the variants are the same
+functions, with ``load_stage`` bound to ``load_stage_without_odd_w``.
+"""
+
+import types
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier
+
+from . import ws_gluon
+from .ws_gluon import load_a, load_stage
+
+
+@gluon.jit
+def load_stage_without_odd_w(a_desc, b_desc, a_bufs, b_bufs, bar, s, off_m, off_n, k, GROUPS: gl.constexpr):
+    """``ws_gluon.load_stage`` on even K steps; on odd ones A's blocks only (W's buffer keeps its data)."""
+    if (k // a_desc.block_type.shape[1]) % 2 == 0:
+        load_stage(a_desc, b_desc, a_bufs, b_bufs, bar, s, off_m, off_n, k, GROUPS)
+    else:
+        mbarrier.expect(bar, GROUPS * a_desc.block_type.nbytes)
+        load_a(a_desc, a_bufs, bar, s, off_m, k, GROUPS)
+
+
+def _rebound(jitted, names: dict):
+    """A new Gluon function from ``jitted``'s code, its global names looked up in ``names``."""
+    fn = jitted.fn
+    copy = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__module__, copy.__qualname__, copy.__doc__ = fn.__module__, fn.__qualname__, fn.__doc__
+    return gluon.jit(copy, do_not_specialize=jitted.do_not_specialize)
+
+
+def _without_odd_w() -> dict:
+    from ..gemm import GLUON_KERNELS
+
+    names = dict(vars(ws_gluon), load_stage=load_stage_without_odd_w)
+    names["load_ring"] = _rebound(ws_gluon.load_ring, names)
+    return {kind: _rebound(kernel, names) for kind, kernel in GLUON_KERNELS.items()}
+
+
+# by KIND, as gemm.GLUON_KERNELS: gemm.launch_gluon(..., config=..., kernels=without_odd_w)
+without_odd_w = _without_odd_w()
