@@ -303,7 +303,10 @@ def test_ablation_variants_take_the_kernels_arguments():
     from fp8_tutorial.kernels import ablation
     assert set(ablation.without_odd_w) == set(gemm.GLUON_KERNELS)
     for kind, kernel in ablation.without_odd_w.items():
-        assert kernel.arg_names == gemm.GLUON_KERNELS[kind].arg_names and kernel is not gemm.GLUON_KERNELS[kind]
+        real = gemm.GLUON_KERNELS[kind]
+        assert kernel.arg_names == real.arg_names and kernel is not real
+        assert [p.is_constexpr for p in kernel.params] == [p.is_constexpr for p in real.params]
+        assert kernel.do_not_specialize == real.do_not_specialize
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")

@@ -36,6 +36,7 @@ def _rebound(jitted, names: dict):
     fn = jitted.fn
     copy = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__module__, copy.__qualname__, copy.__doc__ = fn.__module__, fn.__qualname__, fn.__doc__
+    copy.__annotations__, copy.__kwdefaults__ = dict(fn.__annotations__), fn.__kwdefaults__  # the constexprs
     return gluon.jit(copy, do_not_specialize=jitted.do_not_specialize)
 
 
