@@ -37,7 +37,8 @@ def test_executed_chapters_ran_on_a_gpu():
 PRINTED_MODULES = {"gemm": "fp8_tutorial.gemm", "quant": "fp8_tutorial.quant", "qk": "fp8_tutorial.kernels.quantize",
                    "common": "fp8_tutorial.kernels.common", "tiled": "fp8_tutorial.kernels.tiled",
                    "persistent": "fp8_tutorial.kernels.persistent", "tma": "fp8_tutorial.kernels.tma",
-                   "ws": "fp8_tutorial.kernels.ws", "ws_gluon": "fp8_tutorial.kernels.ws_gluon"}
+                   "ws": "fp8_tutorial.kernels.ws", "ws_gluon": "fp8_tutorial.kernels.ws_gluon",
+                   "ablation": "fp8_tutorial.kernels.ablation"}
 
 
 def test_printed_sources_are_the_package_s():
