@@ -935,9 +935,10 @@ def gluon_config(**wanted) -> triton.Config:
     is, not by its place in the list. Raises ValueError unless exactly one matches."""
     def fields(c):
         return {**c.kwargs, "num_warps": c.num_warps, "num_stages": c.num_stages}
-    unknown = sorted(set(wanted) - set(fields(GLUON_CONFIGS[0])))
+    names = sorted(fields(GLUON_CONFIGS[0]))
+    unknown = sorted(set(wanted) - set(names))
     if unknown:
-        raise ValueError(f"a Gluon configuration has no {unknown}: name some of {sorted(fields(GLUON_CONFIGS[0]))}")
+        raise ValueError(f"a Gluon configuration has no {unknown}: name some of {names}")
     found = [c for c in GLUON_CONFIGS if all(fields(c)[k] == v for k, v in wanted.items())]
     if len(found) != 1:
         raise ValueError(f"{len(found)} of GLUON_CONFIGS have {wanted}, not one: "

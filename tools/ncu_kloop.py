@@ -19,8 +19,10 @@ p = C.make_problem(M, K, N, recipe, device="cuda", seed=0)
 fixed = gemm.fixed_launch  # into one preallocated bf16 output, which it returns
 VARIANTS = {
     "cublas": lambda: C.REGISTRY[f"cublas/{recipe}/fast"].build(p),
-    "gluon_128x256": lambda: fixed(gemm.launch_gluon, p, config=gemm.gluon_config(KIND="cooperative", BLOCK_N=256, num_stages=3)),
-    "gluon_128x128": lambda: fixed(gemm.launch_gluon, p, config=gemm.gluon_config(KIND="cooperative", BLOCK_N=128, SPLIT=False)),
+    "gluon_128x256": lambda: fixed(gemm.launch_gluon, p,
+                                   config=gemm.gluon_config(KIND="cooperative", BLOCK_N=256, num_stages=3)),
+    "gluon_128x128": lambda: fixed(gemm.launch_gluon, p,
+                                   config=gemm.gluon_config(KIND="cooperative", BLOCK_N=128, SPLIT=False)),
     "pingpong_128x128": lambda: fixed(gemm.launch_gluon, p, config=gemm.gluon_config(KIND="pingpong", GROUP_M=16)),
     "stacked_192x128": lambda: fixed(gemm.launch_gluon, p, config=gemm.gluon_config(KIND="stacked", GROUP_M=16)),
     "tma_128x256": lambda: fixed(gemm.launch_tma, p, config=gemm.TMA_CONFIGS[0], host_descriptors=True),

@@ -192,22 +192,16 @@ def output_buffers(store_n, block_n):
 
 
 @gluon.jit
-def column_halves(x):
-    """``x``'s left and right halves of columns (column h * W + n of the result's half h is column n):
-    split off along a new axis of 2, moved last."""
-    ROWS: gl.constexpr = x.type.shape[0]
-    HALF: gl.constexpr = x.type.shape[1] // 2
-    return gl.split(gl.permute(gl.reshape(x, [ROWS, 2, HALF]), [0, 2, 1]))
-
-
-@gluon.jit
 def column_parts(x, PARTS: gl.constexpr):
-    """``x``'s columns in PARTS equal parts (a power of two), left to right, as a tuple: its
-    halves, the halves of those, and so on."""
+    """``x``'s columns in PARTS equal parts (a power of two), left to right, as a tuple: its halves
+    (column h * W + n of half h is column n: split off along a new axis of 2, moved last), the
+    halves of those, and so on."""
     if PARTS == 1:
         return (x,)
     else:
-        h0, h1 = column_halves(x)
+        ROWS: gl.constexpr = x.type.shape[0]
+        HALF: gl.constexpr = x.type.shape[1] // 2
+        h0, h1 = gl.split(gl.permute(gl.reshape(x, [ROWS, 2, HALF]), [0, 2, 1]))
         return column_parts(h0, PARTS // 2) + column_parts(h1, PARTS // 2)
 
 
