@@ -579,13 +579,23 @@ def _launch_meeting(kernel, tuned, interpreter_config: triton.Config | None, gri
 
 
 def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
-                   num_sms: int | None = None, tma: bool | None = None) -> Launch:
+                   num_sms: int | None = None, tma: bool | None = None, lanes: bool = False) -> Launch:
     """Run ``streamk_kernel`` into ``out`` with one program per SM (``num_sms``: default the GPU's,
     4 in the interpreter), never more programs than K iterations in all. Without ``config``, the
     loads go through TMA where ``tma_refuses`` allows it (``tma`` True or False forces the choice;
-    True raises ValueError where TMA cannot take the operands)."""
+    True raises ValueError where TMA cannot take the operands). With ``lanes``, one lane of programs
+    per row of tiles (as many programs in each as ``num_sms`` allows for all): it needs a
+    ``config`` without DATA_PARALLEL and at least as many programs as rows of tiles, else
+    ValueError."""
     M, N, K = ops.M, ops.N, ops.K
     num_sms = _programs(out, num_sms, config)
+    if lanes:
+        if config is None or config.kwargs.get("DATA_PARALLEL"):
+            raise ValueError("lanes need a configuration without DATA_PARALLEL (gemm._skconfig(...))")
+        rows = triton.cdiv(M, config.kwargs["BLOCK_M"])
+        if rows > num_sms:
+            raise ValueError(f"lanes need a program per row of tiles at least: {rows} rows of "
+                             f"{config.kwargs['BLOCK_M']}, {num_sms} programs")
     why = _tma_takes(ops, ops.a)  # only A and W go through TMA: A stands in for C
     if config is not None:
         if tma is not None and bool(tma) != bool(config.kwargs.get("TMA")):
@@ -604,14 +614,16 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     else:  # whichever the launch may pick: size the buffers for all of them
         configs = tuned.configs if tuned is not None else [interpreter_config]
 
-    def grid(meta):  # never more programs than K iterations in all
-        return (min(num_sms, tile_count(M, N, meta) * triton.cdiv(K, meta["BLOCK_K"])),)
+    count = triton.cdiv(M, config.kwargs["BLOCK_M"]) if lanes else 1  # lanes of programs
+
+    def grid(meta):  # as many programs in each lane, never more than its K iterations in all
+        return (count * min(num_sms // count, tile_count(M, N, meta) // count * triton.cdiv(K, meta["BLOCK_K"])),)
 
     largest = max(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] for c in configs)
     programs = max(grid(c.kwargs)[0] for c in configs)
     workspace = (2 * programs * largest, max(tile_count(M, N, c.kwargs) for c in configs))
-    return _launch_meeting(streamk_kernel, tuned, interpreter_config, grid, ops, out, precise, workspace, (num_sms,),
-                           config)
+    return _launch_meeting(streamk_kernel, tuned, interpreter_config, grid, ops, out, precise, workspace,
+                           (num_sms, count), config)
 
 
 # Below every other kernel: behind them on every shape measured (chapters 05 and 06).

@@ -538,6 +538,42 @@ def test_streamk_variants_match_float64(M, K, N, num_sms, tma, data_parallel, ge
         assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
 
 
+@pytest.mark.parametrize("M,K,N", [(7, 13, 5), (40, 304, 72), (97, 256, 136)]
+                         + ([(512, 12288, 3072), (1152, 3072, 12288), (1000, 1040, 1000)] if fp8.ON_GPU else []))
+@pytest.mark.parametrize("num_sms", [None, 3, 7, 12])
+def test_streamk_lanes_match_float64(M, K, N, num_sms, gen, device):
+    """Lanes of programs, one per row of tiles, each sharing out its own row's K iterations; too few
+    programs for the rows is refused."""
+    a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    config = gemm.STREAMK_CONFIGS[1] if fp8.ON_GPU else gemm.STREAMK_INTERPRETER_CONFIG
+    assert not config.kwargs["DATA_PARALLEL"]
+    rows = -(-M // config.kwargs["BLOCK_M"])
+    programs = gemm._programs(torch.empty(1, device=device), num_sms, config)
+    if rows > programs:
+        with pytest.raises(ValueError, match="a program per row of tiles"):
+            gemm.launch_streamk(ops, torch.empty(M, N, dtype=torch.bfloat16, device=device), False,
+                                num_sms=num_sms, config=config, lanes=True)
+        return
+    for precise in (False, True):
+        for _ in range(2):  # the arrival counts reset themselves: a second run is right too
+            out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+            gemm.launch_streamk(ops, out, precise, num_sms=num_sms, config=config, lanes=True)
+            assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
+
+
+def test_streamk_lanes_need_a_configuration_without_data_parallel(gen, device):
+    a, b, sa, sb = operands(40, 64, 40, "tensor", "tensor", gen, device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    out = torch.empty(40, 40, dtype=torch.bfloat16, device=device)
+    base = gemm.STREAMK_INTERPRETER_CONFIG
+    parallel = gemm._skconfig(32, 32, 32, base.num_warps, base.num_stages, group_m=4, data_parallel=True)
+    for config in (None, parallel):
+        with pytest.raises(ValueError, match="without DATA_PARALLEL"):
+            gemm.launch_streamk(ops, out, False, config=config, lanes=True)
+
+
 def test_streamk_takes_tma_only_where_it_can(gen, device):
     a, b, sa, sb = operands(16, 40, 24, "row", "row", gen, device)  # rows of 40 bytes: no TMA
     ops = gemm.check_operands(a, b, sa, sb)

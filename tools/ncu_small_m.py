@@ -6,8 +6,8 @@ import torch
 from fp8_tutorial import gemm, checks
 
 v = os.environ["VARIANT"]
-if v not in ("persistent", "whole132", "split4", "streamk132"):
-    raise SystemExit(f"VARIANT must be persistent, whole132, split4 or streamk132, got {v!r}")
+if v not in ("persistent", "whole132", "split4", "streamk132", "streamk132lanes"):
+    raise SystemExit(f"VARIANT must be persistent, whole132, split4, streamk132 or streamk132lanes, got {v!r}")
 N = 4224 if v == "whole132" else 3072
 gen = torch.Generator(); gen.manual_seed(0)
 a, b, sa, sb = checks.random_operands(512, 12288, N, "tensor", "tensor", gen, device="cuda")
@@ -18,7 +18,7 @@ for _ in range(2):
         gemm.launch_persistent(ops, out, False, config=gemm._pconfig(128, 128, 128, 4, 6, 1))
     elif v == "split4":
         gemm.launch_split(ops, out, False, config=gemm._spconfig(128, 128, 128, 4, 6), plan=(0, 4))
-    elif v == "streamk132":
-        gemm.launch_streamk(ops, out, False, config=gemm._skconfig(128, 128, 128, 4, 6))
+    else:  # streamk132, streamk132lanes
+        gemm.launch_streamk(ops, out, False, config=gemm._skconfig(128, 128, 128, 4, 6), lanes=v.endswith("lanes"))
     torch.cuda.synchronize()
 print(v, "error", checks.rel_error(out, checks.reference_mm(a, b, sa, sb)))

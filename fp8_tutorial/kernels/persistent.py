@@ -82,7 +82,7 @@ def _streamk_product(a_src, b_src, pid_m, pid_n, M, N, K, stride_am, stride_ak, 
 @triton.jit
 def streamk_kernel(
     a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr,
-    M, N, K, num_sms,
+    M, N, K, num_sms, LANES,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
     ROW_A: tl.constexpr, ROW_B: tl.constexpr, PRECISE: tl.constexpr, EVEN_K: tl.constexpr,
@@ -101,11 +101,19 @@ def streamk_kernel(
     DATA_PARALLEL first hands out whole tiles, one per program, for all full waves but the last;
     only the tiles left after them (between one and two waves' worth) are shared by K iterations.
     TMA loads A and W through descriptors built here (A and W K-major, rows 16-byte aligned).
+
+    With LANES > 1 (one per row of tiles, without DATA_PARALLEL) the programs form lanes: program
+    p is in lane p % LANES, and each lane shares out the K iterations of its own row of tiles
+    alone, so the programs at one place of every lane are neighbours that read the same block of W
+    at the same time.
     """
     k_blocks = tl.cdiv(K, BLOCK_K)
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
-    num_programs = tl.minimum(num_sms, num_tiles * k_blocks)  # the grid's size: no program without work
+    lane_tiles = num_tiles // LANES  # with LANES > 1, one row of tiles
+    in_lane = tl.minimum(num_sms // LANES, lane_tiles * k_blocks)  # programs per lane: none without work
+    num_programs = in_lane * LANES  # the grid's size
     pid = tl.program_id(0)
+    lane = pid % LANES
     a_src, b_src = operand_sources(a_ptr, b_ptr, M, N, K, stride_am, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, TMA)
     dp_tiles = 0
     if DATA_PARALLEL:
@@ -118,17 +126,21 @@ def streamk_kernel(
                                    0, k_blocks, BLOCK_M, BLOCK_N, BLOCK_K, PRECISE, EVEN_K, TMA)
             _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, rows, cols, M, N, stride_cm, stride_cn, ROW_A, ROW_B)
 
-    # the rest: iterations numbered from the first tile after the data-parallel ones
-    total = (num_tiles - dp_tiles).to(tl.int64) * k_blocks
-    start = (pid * total // num_programs).to(tl.int32)
-    end = ((pid + 1) * total // num_programs).to(tl.int32)
+    # the rest: the lane's iterations, numbered from its first tile after the data-parallel ones
+    total = (lane_tiles - dp_tiles).to(tl.int64) * k_blocks
+    place = pid // LANES  # this program's place in its lane
+    start = (place * total // in_lane).to(tl.int32)
+    end = ((place + 1) * total // in_lane).to(tl.int32)
     tile_offsets = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
     it = start
     while it < end:
-        tile = it // k_blocks  # counted from dp_tiles
+        tile = it // k_blocks  # counted from dp_tiles, in the lane
         k_first = it % k_blocks
         k_last = tl.minimum(k_blocks, k_first + end - it)
-        pid_m, pid_n = grouped_tile(dp_tiles + tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        if LANES == 1:
+            pid_m, pid_n = grouped_tile(dp_tiles + tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        else:
+            pid_m, pid_n = lane, tile
         rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         acc = _streamk_product(a_src, b_src, pid_m, pid_n, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
@@ -139,18 +151,19 @@ def streamk_kernel(
             slot = 2 * pid + (it != start).to(tl.int32)
             tl.store(partials_ptr + slot.to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_offsets, acc)
             tl.debug_barrier()  # every thread's part of the slot is written before the count
-            first = _streamk_first_program(tile * k_blocks, total, num_programs)
-            last = _streamk_first_program((tile + 1) * k_blocks - 1, total, num_programs)
-            arrived = tl.atomic_add(arrivals_ptr + tile, 1, sem="acq_rel")
+            first = _streamk_first_program(tile * k_blocks, total, in_lane)  # places in the lane
+            last = _streamk_first_program((tile + 1) * k_blocks - 1, total, in_lane)
+            arrivals = arrivals_ptr + tile * LANES + lane
+            arrived = tl.atomic_add(arrivals, 1, sem="acq_rel")
             whole = arrived == last - first
             if whole:  # the last to finish: sum every program's slot, in program order
                 acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                for p in range(first, last + 1):
-                    p_first_tile = ((p * total // num_programs) // k_blocks).to(tl.int32)
-                    p_slot = 2 * p + (tile != p_first_tile).to(tl.int32)
-                    acc += tl.load(partials_ptr + p_slot.to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_offsets,
+                for q in range(first, last + 1):
+                    q_first_tile = ((q * total // in_lane) // k_blocks).to(tl.int32)
+                    q_slot = 2 * (q * LANES + lane) + (tile != q_first_tile).to(tl.int32)
+                    acc += tl.load(partials_ptr + q_slot.to(tl.int64) * (BLOCK_M * BLOCK_N) + tile_offsets,
                                    cache_modifier=".cg")
-                tl.atomic_xchg(arrivals_ptr + tile, 0)
+                tl.atomic_xchg(arrivals, 0)
         if whole:
             _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, rows, cols, M, N, stride_cm, stride_cn, ROW_A, ROW_B)
         it += k_last - k_first
