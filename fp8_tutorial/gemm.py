@@ -589,12 +589,13 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
     ValueError."""
     M, N, K = ops.M, ops.N, ops.K
     num_sms = _programs(out, num_sms, config)
+    count = 1  # lanes of programs
     if lanes:
         if config is None or config.kwargs.get("DATA_PARALLEL"):
             raise ValueError("lanes need a configuration without DATA_PARALLEL (gemm._skconfig(...))")
-        rows = triton.cdiv(M, config.kwargs["BLOCK_M"])
-        if rows > num_sms:
-            raise ValueError(f"lanes need a program per row of tiles at least: {rows} rows of "
+        count = triton.cdiv(M, config.kwargs["BLOCK_M"])  # one per row of tiles
+        if count > num_sms:
+            raise ValueError(f"lanes need a program per row of tiles at least: {count} rows of "
                              f"{config.kwargs['BLOCK_M']}, {num_sms} programs")
     why = _tma_takes(ops, ops.a)  # only A and W go through TMA: A stands in for C
     if config is not None:
@@ -613,8 +614,6 @@ def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: trit
         configs = [config]
     else:  # whichever the launch may pick: size the buffers for all of them
         configs = tuned.configs if tuned is not None else [interpreter_config]
-
-    count = triton.cdiv(M, config.kwargs["BLOCK_M"]) if lanes else 1  # lanes of programs
 
     def grid(meta):  # as many programs in each lane, never more than its K iterations in all
         return (count * min(num_sms // count, tile_count(M, N, meta) // count * triton.cdiv(K, meta["BLOCK_K"])),)
