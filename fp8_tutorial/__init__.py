@@ -11,14 +11,28 @@ if MODE == "interpreter":
 
     _interpreter.install()
 
-from .bench import NoGPUError, Record, benchmark, copy_bandwidth, copy_contender  # noqa: E402
-from .checks import poison, reference_mm, rel_error  # noqa: E402
 from .quant import FP8_MAX, GRANULARITIES, dequantize, quantize  # noqa: E402
 from .gemm import scaled_mm  # noqa: E402
+
+# What measures the kernels (``fp8_tutorial.measure``) and checks them (``checks``) is loaded on
+# first use only: a model that calls ``scaled_mm`` never imports it.
+_LAZY = {"benchmark": "measure.bench", "copy_bandwidth": "measure.bench", "copy_contender": "measure.bench",
+         "Record": "measure.bench", "NoGPUError": "measure.bench",
+         "api_benchmark": "measure.bench", "ApiRecord": "measure.bench",
+         "poison": "checks", "reference_mm": "checks", "rel_error": "checks"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'fp8_tutorial' has no attribute {name!r}")
+
 
 __all__ = [
     "DEVICE", "MODE", "ON_GPU", "Environment", "environment",
     "FP8_MAX", "GRANULARITIES", "quantize", "dequantize", "scaled_mm",
     "rel_error", "reference_mm", "poison",
-    "benchmark", "copy_bandwidth", "copy_contender", "Record", "NoGPUError",
+    "benchmark", "copy_bandwidth", "copy_contender", "Record", "NoGPUError", "api_benchmark", "ApiRecord",
 ]

@@ -19,10 +19,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--square", type=int, nargs="*", default=[], metavar="S",
                    help="square shapes S x S x S (default with no shape option: 8192)")
     p.add_argument("--shape", nargs="*", default=[], metavar="MxKxN", help="explicit shapes, e.g. 4608x12288x3072")
+    p.add_argument("--model-shapes", action="store_true",
+                   help="30 projections of Llama-3-8B, Llama-3-70B and DeepSeek-V3, M from 1 to 16384")
+    p.add_argument("--api", action="store_true",
+                   help="time the public API as a model calls it: fp8_tutorial.scaled_mm against torch._scaled_mm "
+                        "(torch.mm for bf16), calls back to back, and the host's time per call")
+    p.add_argument("--preallocated", action="store_true",
+                   help="with --api, also time scaled_mm(..., out=) into one preallocated output")
+    p.add_argument("--calls", type=int, help="with --api, calls back to back per batch (default 50)")
     p.add_argument("--recipes", nargs="*", help="bf16 tensor row block (default: all)")
     p.add_argument("--contenders", nargs="*", help="registered contender names (default: all)")
     p.add_argument("--accumulation", nargs="*", help="fast precise (default: both)")
-    p.add_argument("--reps", type=int, default=30, help="timed repetitions per contender (default 30)")
+    p.add_argument("--reps", type=int,
+                   help="timed repetitions per contender (default 30); with --api, batches (default 10)")
     p.add_argument("--output", type=Path, help="results file (default: results/<gpu>.json)")
     p.add_argument("--replace", action="store_true",
                    help="overwrite the output file (default: merge, replacing only the records measured now)")
@@ -95,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _bench(args) -> int:
-    from . import ON_GPU, contenders, results, scoreboard
+    from . import ON_GPU
+    from .measure import contenders, results, scoreboard
 
     if args.list:
         for c in contenders.REGISTRY.values():
@@ -103,18 +113,32 @@ def _bench(args) -> int:
         return 0
     shapes = [scoreboard.parse_shape(s) for s in args.shape]
     shapes += [(s, s, s) for s in args.square]
+    if args.model_shapes:
+        shapes += scoreboard.MODEL_SHAPES
     if args.seed_shapes or not shapes:
         shapes = contenders.SEED_SHAPES + shapes
-    if not (args.shape or args.square or args.seed_shapes):
+    if not (args.shape or args.square or args.seed_shapes or args.model_shapes):
         shapes.append((8192, 8192, 8192))
     contenders.select(args.contenders, args.recipes, args.accumulation)  # unknown names fail before any work
+    if args.api and args.contenders:
+        raise ValueError("--api times fp8_tutorial.scaled_mm against cuBLAS: it takes no --contenders")
+    if not args.api and (args.preallocated or args.calls is not None):
+        raise ValueError("--preallocated and --calls go with --api")
+    reps = args.reps if args.reps is not None else 10 if args.api else 30
+    calls = args.calls if args.calls is not None else 50
+    if reps < 1 or calls < 1:
+        raise ValueError(f"--reps and --calls must be at least 1, got {reps} and {calls}")
     if not ON_GPU:
         print("bench needs a CUDA GPU: this machine has none, and timing Triton's interpreter on a CPU would say "
               "nothing about the kernels. `python -m fp8_tutorial report results/h200.json` shows the recorded "
               "H200 results.", file=sys.stderr)
         return 2
     output = args.output or results.RESULTS / f"{results.gpu_slug()}.json"
-    data = scoreboard.run(shapes, args.contenders, args.recipes, args.accumulation, reps=args.reps)
+    if args.api:
+        data = scoreboard.run_api(shapes, args.recipes, args.accumulation, calls=calls, rounds=reps,
+                                  preallocated=args.preallocated)
+    else:
+        data = scoreboard.run(shapes, args.contenders, args.recipes, args.accumulation, reps=reps)
     if not args.replace and output.exists():
         data = scoreboard.merge(scoreboard.load(output), data)
     scoreboard.save(data, output)
@@ -124,7 +148,7 @@ def _bench(args) -> int:
 
 
 def _report(args) -> int:
-    from . import scoreboard
+    from .measure import scoreboard
 
     try:
         data = scoreboard.load(args.file)
@@ -132,6 +156,8 @@ def _report(args) -> int:
         print(e, file=sys.stderr)
         return 2
     print(scoreboard.table(data))
+    if not data["records"]:  # API records only: the figure is of kernel records
+        return 0
     figure = args.figure or args.file.with_suffix(".png")
     import matplotlib
 

@@ -41,12 +41,10 @@ def _rebound(jitted, names: dict):
 
 
 def _without_odd_w() -> dict:
-    from ..gemm import GLUON_KERNELS
-
     names = dict(vars(ws_gluon), load_stage=load_stage_without_odd_w)
     names["load_ring"] = _rebound(ws_gluon.load_ring, names)
-    return {kind: _rebound(kernel, names) for kind, kernel in GLUON_KERNELS.items()}
+    return {kind: _rebound(kernel, names) for kind, kernel in ws_gluon.GLUON_KERNELS.items()}
 
 
-# by KIND, as gemm.GLUON_KERNELS: gemm.launch_gluon(..., config=..., kernels=without_odd_w)
+# by KIND, as ws_gluon.GLUON_KERNELS: ws_gluon.launch_gluon(..., config=..., kernels=without_odd_w)
 without_odd_w = _without_odd_w()

@@ -4,12 +4,23 @@ The same tiles, loads and epilogue as ``tiled.py``; what changes is the schedule
 ``num_programs`` = min(tiles, SMs x PROGRAMS_PER_SM) programs, and program ``p`` computes tiles
 ``p``, ``p + num_programs``, ... in grouped order, so the GPU never launches, drains and refills a wave: each program's pipeline runs
 from its first tile to its last.
+
+Two more schedules of the same tiles live here: stream-K (``streamk_kernel``: the K steps of all
+tiles shared equally by the programs, partial tiles fixed up) and split-K in step
+(``split_kernel``: full waves of whole tiles, then the last tiles cut along K). Their
+configurations and launchers follow the kernels.
 """
 
+import functools
+
+import torch
 import triton
 import triton.language as tl
 
 from .common import accumulate_k, accumulate_k_tma, grouped_tile, operand_sources, scale_epilogue
+from .host import (Launch, Operands, autotuned, ensure_allocator, forget_workspace, launch,
+                   persistent_grid, pointer_safe, programs, prune_to_smallest, tile_count, workspace)
+from .tma import tma_takes
 
 
 @triton.jit
@@ -252,3 +263,212 @@ def sum_pieces_kernel(partials_ptr, c_ptr, scale_a_ptr, scale_b_ptr, M, N, WHOLE
         acc += tl.load(partials_ptr + (split_tile * PIECES + q).to(tl.int64) * (BLOCK_M * BLOCK_N) + offsets)
     _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, pid_m * BLOCK_M + r, pid_n * BLOCK_N + c, M, N,
                 stride_cm, stride_cn, ROW_A, ROW_B)
+
+
+# ---- the persistent kernel's configurations and launcher -------------------------------------------
+
+def persistent_config(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m,
+                          "PROGRAMS_PER_SM": per_sm, "FLATTEN": flatten}, num_warps=warps, num_stages=stages)
+
+
+# From a sweep of 6 configurations on the nine shapes (H200): each is the best on some of them.
+PERSISTENT_CONFIGS = [persistent_config(128, 128, 128, 4, 3, 2), persistent_config(128, 128, 128, 4, 6, 1),
+                      persistent_config(128, 256, 128, 8, 3, 1)]
+PERSISTENT_INTERPRETER_CONFIG = persistent_config(32, 32, 32, 4, 1, 1, group_m=4, flatten=False)
+_persistent_tuned = autotuned(persistent_kernel, PERSISTENT_CONFIGS, ["EVEN_K"], prune=prune_to_smallest)
+
+
+def launch_persistent(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
+                      num_sms: int | None = None) -> Launch:
+    """Run ``persistent_kernel`` into ``out``: autotuned on a GPU unless ``config`` is given.
+
+    ``num_sms`` (default: the GPU's, 4 in the interpreter) sets the grid: min(tiles, num_sms x
+    PROGRAMS_PER_SM) programs.
+    """
+    M, N, K = ops.M, ops.N, ops.K
+    num_sms = programs(out, num_sms, config)
+    ops, c = pointer_safe(ops, out)
+    args = (ops.a, ops.b, c, *ops.packed_scales, M, N, K, num_sms,
+            ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
+    done = launch(persistent_kernel, _persistent_tuned, PERSISTENT_INTERPRETER_CONFIG,
+                  persistent_grid(M, N, num_sms), args, ops.flags(precise), config, K)
+    if c is not out:
+        out.copy_(c)
+    return done
+
+
+# ---- stream-K ------------------------------------------------------------------------------------
+
+def streamk_config(bm, bn, bk, warps, stages, group_m=8, data_parallel=False, tma=False):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m,
+                          "DATA_PARALLEL": data_parallel, "TMA": tma}, num_warps=warps, num_stages=stages)
+
+
+# From a sweep on the nine shapes (H200): the best of 6 through pointers (128x256 tiles spill there
+# with 8 warps) and of 14 with TMA loads (chapter 06), where the 16-byte rule holds.
+STREAMK_CONFIGS = [streamk_config(128, 128, 128, 4, 4, data_parallel=True), streamk_config(128, 128, 128, 4, 6)]
+STREAMK_TMA_CONFIGS = [streamk_config(128, 128, 128, 8, 6, data_parallel=True, tma=True),
+                       streamk_config(128, 256, 128, 8, 4, data_parallel=True, tma=True),
+                       streamk_config(128, 128, 128, 8, 6, tma=True)]
+STREAMK_INTERPRETER_CONFIG = streamk_config(32, 32, 32, 4, 1, group_m=4)
+STREAMK_TMA_INTERPRETER_CONFIG = streamk_config(32, 32, 32, 4, 1, group_m=4, tma=True)
+_streamk_tuned = autotuned(streamk_kernel, STREAMK_CONFIGS, ["EVEN_K"], prune=prune_to_smallest)
+_streamk_tma_tuned = autotuned(streamk_kernel, STREAMK_TMA_CONFIGS, ["EVEN_K"], prune=prune_to_smallest)
+TUNERS = {"persistent": _persistent_tuned, "streamk": _streamk_tuned, "streamk-tma": _streamk_tma_tuned}
+
+
+def _launch_meeting(kernel, tuned, interpreter_config: triton.Config | None, grid, ops: Operands, out: torch.Tensor,
+                    precise: bool, space: tuple[int, int], schedule_args: tuple,
+                    config: triton.Config | None) -> Launch:
+    """Launch a kernel whose programs meet over partial tiles (stream-K, split-K in step): the
+    workspace of ``space`` = (partial elements, counts), the usual operands, then
+    ``schedule_args`` and the strides. C is stored through pointers, TMA or not."""
+    flags = ops.flags(precise)
+    partials, arrivals = workspace(out.device, *space)
+    ops, c = pointer_safe(ops, out)
+    args = (ops.a, ops.b, c, *ops.packed_scales, partials, arrivals, ops.M, ops.N, ops.K, *schedule_args,
+            ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
+    try:
+        done = launch(kernel, tuned, interpreter_config, grid, args, flags, config, ops.K)
+    except BaseException:
+        forget_workspace(out.device)
+        raise
+    if c is not out:
+        out.copy_(c)
+    return done
+
+
+def launch_streamk(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
+                   num_sms: int | None = None, tma: bool | None = None, lanes: bool = False) -> Launch:
+    """Run ``streamk_kernel`` into ``out`` with one program per SM (``num_sms``: default the GPU's,
+    4 in the interpreter), never more programs than K iterations in all. Without ``config``, the
+    loads go through TMA where ``tma_refuses`` allows it (``tma`` True or False forces the choice;
+    True raises ValueError where TMA cannot take the operands). With ``lanes``, one lane of programs
+    per row of tiles (as many programs in each as ``num_sms`` allows for all): it needs a
+    ``config`` without DATA_PARALLEL and at least as many programs as rows of tiles, else
+    ValueError."""
+    M, N, K = ops.M, ops.N, ops.K
+    num_sms = programs(out, num_sms, config)
+    count = 1  # lanes of programs
+    if lanes:
+        if config is None or config.kwargs.get("DATA_PARALLEL"):
+            raise ValueError("lanes need a configuration without DATA_PARALLEL (persistent.streamk_config(...))")
+        count = triton.cdiv(M, config.kwargs["BLOCK_M"])  # one per row of tiles
+        if count > num_sms:
+            raise ValueError(f"lanes need a program per row of tiles at least: {count} rows of "
+                             f"{config.kwargs['BLOCK_M']}, {num_sms} programs")
+    why = tma_takes(ops, ops.a)  # only A and W go through TMA: A stands in for C
+    if config is not None:
+        if tma is not None and bool(tma) != bool(config.kwargs.get("TMA")):
+            raise ValueError(f"tma={tma} contradicts the configuration's TMA={config.kwargs.get('TMA')}")
+        tma = bool(config.kwargs.get("TMA"))
+    elif tma is None:
+        tma = why is None
+    if tma and why:
+        raise ValueError(why)
+    if tma:
+        ensure_allocator()
+    tuned, interpreter_config = (_streamk_tma_tuned, STREAMK_TMA_INTERPRETER_CONFIG) if tma \
+        else (_streamk_tuned, STREAMK_INTERPRETER_CONFIG)
+    if config is not None:
+        configs = [config]
+    else:  # whichever the launch may pick: size the buffers for all of them
+        configs = tuned.configs if tuned is not None else [interpreter_config]
+
+    def grid(meta):  # as many programs in each lane, never more than its K iterations in all
+        return (count * min(num_sms // count, tile_count(M, N, meta) // count * triton.cdiv(K, meta["BLOCK_K"])),)
+
+    largest = max(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] for c in configs)
+    programs_ = max(grid(c.kwargs)[0] for c in configs)
+    space = (2 * programs_ * largest, max(tile_count(M, N, c.kwargs) for c in configs))
+    return _launch_meeting(streamk_kernel, tuned, interpreter_config, grid, ops, out, precise, space,
+                           (num_sms, count), config)
+
+
+# ---- split-K in step -----------------------------------------------------------------------------
+
+#: What a split piece costs beyond its K steps, in K steps: chapter 05 measured about 10 us per
+#: piece on the H200 with 128 x 128 tiles, whose K step takes 0.42 us.
+PIECE_STEPS = 24
+
+
+def split_plan(tiles: int, k_blocks: int, programs: int, max_split: int = 8) -> tuple[int, int]:
+    """(whole tiles, pieces per other tile) for ``split_kernel``, whichever makes the least time by
+    a count of K steps per program: some full waves of whole tiles, then the other tiles cut into
+    SPLIT pieces, ceil(rest * SPLIT / programs) rounds of ceil(k_blocks / SPLIT) steps. Every unit
+    costs about two steps more to fill the pipeline, and every piece of a split tile PIECE_STEPS more
+    (its float32 partial tile, written, counted and summed). Ties go to fewer pieces and to more
+    whole tiles."""
+    for name, v in (("tiles", tiles), ("k_blocks", k_blocks), ("programs", programs), ("max_split", max_split)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"split_plan: {name} must be an int of at least 1, got {v!r}")
+    best = None
+    for waves in range((tiles - 1) // programs, -1, -1):  # at least one tile left to split
+        whole = waves * programs
+        rest = tiles - whole
+        for split in range(1, min(max_split, k_blocks) + 1):
+            per_unit = -(-k_blocks // split) + 2 + (PIECE_STEPS if split > 1 else 0)
+            steps = waves * (k_blocks + 2) + -(-rest * split // programs) * per_unit
+            if best is None or steps < best[0]:
+                best = (steps, whole, split)
+    return best[1], best[2]
+
+
+def split_config(bm, bn, bk, warps, stages, group_m=8, tma=False):
+    return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "TMA": tma},
+                         num_warps=warps, num_stages=stages)
+
+
+# The defaults: through pointers, and with TMA loads where the 16-byte rule holds. Chapter 05
+# measures the first (it won no shape), so no autotuner is built for them.
+SPLIT_CONFIGS = [split_config(128, 128, 128, 4, 6), split_config(128, 128, 128, 8, 6, tma=True)]
+SPLIT_INTERPRETER_CONFIG = split_config(32, 32, 32, 4, 1, group_m=4)
+
+
+cached_split_plan = functools.lru_cache(maxsize=1024)(split_plan)  # the same few shapes, again and again
+_SPLIT_KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "TMA"}
+#: Pieces per tile at most: keeps piece * k_blocks and the slots' offsets far inside 32 bits.
+MAX_PIECES = 64
+
+
+def check_plan(plan, tiles: int, k_blocks: int) -> tuple[int, int]:
+    """``plan`` = (whole tiles, pieces per other tile), checked against a problem's tiles and K blocks."""
+    if not isinstance(plan, (tuple, list)) or len(plan) != 2:
+        raise TypeError(f"plan must be (whole tiles, pieces per other tile), got {plan!r}")
+    whole, split = plan
+    for name, v, low, high in (("whole tiles", whole, 0, tiles - 1),
+                               ("pieces", split, 1, min(k_blocks, MAX_PIECES))):
+        if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+            raise ValueError(f"plan: {name} must be an int from {low} to {high}, got {v!r}")
+    return whole, split
+
+
+def launch_split(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
+                 num_sms: int | None = None, plan: tuple[int, int] | None = None) -> Launch:
+    """Run ``split_kernel`` into ``out``. ``plan`` is (whole tiles, pieces per other tile); by
+    default ``split_plan``'s for the configuration's tile and ``num_sms`` (the GPU's SMs). Without
+    ``config``, TMA loads where they can take A and W (on a GPU)."""
+    M, N, K = ops.M, ops.N, ops.K
+    num_sms = programs(out, num_sms, config)
+    why = tma_takes(ops, ops.a)  # only A and W go through TMA: A stands in for C
+    if config is None:
+        config = SPLIT_INTERPRETER_CONFIG if not out.is_cuda else SPLIT_CONFIGS[1] if why is None else SPLIT_CONFIGS[0]
+    meta = config.kwargs
+    if set(meta) != _SPLIT_KEYS:
+        raise ValueError(f"launch_split takes configurations with exactly {sorted(_SPLIT_KEYS)} "
+                         f"(persistent.split_config), got {sorted(meta)}")
+    tiles = tile_count(M, N, meta)
+    k_blocks = triton.cdiv(K, meta["BLOCK_K"])
+    if plan is None:
+        plan = cached_split_plan(tiles, k_blocks, num_sms)
+    whole, split = check_plan(plan, tiles, k_blocks)
+    if meta["TMA"]:
+        if why:
+            raise ValueError(why)
+        ensure_allocator()
+    rest = tiles - whole
+    # one float32 slot per piece of each split tile, one count per split tile; none used unsplit
+    space = (rest * split * meta["BLOCK_M"] * meta["BLOCK_N"], rest) if split > 1 else (1, 1)
+    return _launch_meeting(split_kernel, None, config, lambda m: (min(num_sms, whole + rest * split),), ops, out,
+                           precise, space, (num_sms, whole, split), config)

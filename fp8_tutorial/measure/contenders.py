@@ -24,9 +24,9 @@ from typing import Callable
 
 import torch
 
-from ._env import DEVICE
-from .checks import reference_mm
-from .quant import quantize
+from .._env import DEVICE
+from ..checks import reference_mm
+from ..quant import quantize
 
 RECIPES = ("bf16", "tensor", "row", "block")
 ACCUMULATIONS = ("fast", "precise")
@@ -152,3 +152,94 @@ def _cublas_block(p: Problem, precise: bool):
     scale_a = p.scale_a.t().contiguous().t()
     return lambda: scaled_mm(p.a, p.b, scale_a, ScalingType.BlockWise1x128, p.scale_b, ScalingType.BlockWise128x128,
                              output_dtype=torch.bfloat16, use_fast_accum=not precise)
+
+
+# ---- the book's kernels as contenders --------------------------------------------------------------
+
+def fixed_launch(launch: Callable, p: Problem, precise: bool = False, **kw) -> Callable[[], torch.Tensor]:
+    """A timed callable for ``bench.benchmark``: ``launch`` (``tiled.launch_tiled``,
+    ``tma.launch_tma``, ...) on problem ``p`` with fixed keywords, such as ``config=`` to skip the
+    autotuner, into one preallocated bfloat16 output, which it returns."""
+    from ..gemm import check_operands
+
+    ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
+    out = torch.empty((p.M, p.N), dtype=torch.bfloat16, device=p.a.device)
+
+    def run():
+        launch(ops, out, precise, **kw)
+        return out
+    return run
+
+
+def _register_kernels() -> None:
+    from ..gemm import scaled_mm
+
+    def contender(name: str, description: str):
+        @register(name, ["tensor", "row"], description=description)
+        def build(p, precise: bool):
+            out = torch.empty((p.M, p.N), dtype=torch.bfloat16, device=p.a.device)
+            return lambda: scaled_mm(p.a, p.b, p.scale_a, p.scale_b, kernel=name, precise=precise, out=out)
+
+    contender("tiled", "fp8_tutorial.kernels.tiled: one program per tile")
+    contender("persistent", "fp8_tutorial.kernels.persistent: one program per SM, walking tiles")
+    contender("tma", "fp8_tutorial.kernels.tma: persistent, TMA loads and stores")
+    contender("ws", "fp8_tutorial.kernels.ws: the TMA kernel warp-specialized (a TMA producer, wgmma consumers)")
+    contender("gluon", "fp8_tutorial.kernels.ws_gluon: warp specialization written in Gluon (a TMA producer warp, "
+                       "cooperative or ping-pong wgmma consumers)")
+    contender("streamk", "fp8_tutorial.kernels.persistent.streamk_kernel: K iterations shared equally, "
+                         "TMA loads where the 16-byte rule holds")
+
+
+_register_kernels()
+
+
+def _tuners() -> dict:
+    from ..kernels import persistent, tiled, tma, ws
+
+    return {**tiled.TUNERS, **persistent.TUNERS, **tma.TUNERS, **ws.TUNERS}
+
+
+def tuned_configs() -> list[dict]:
+    """What the autotuners chose so far in this process: one entry per kernel and problem seen
+    (``kernel``: tiled, split-k, persistent, streamk, streamk-tma, tma, ws or gluon); for the TMA kernel,
+    ``launch_tma``'s choice (``host_descriptors`` says which route) comes first."""
+    from ..kernels import tma, ws_gluon
+
+    found = []
+    for name, tuner in _tuners().items():
+        if tuner is None:
+            continue
+        for key, config in tuner.cache.items():
+            named = dict(zip(tuner.keys, key))
+            found.append(dict(kernel=name, M=named["M"], N=named["N"], K=named["K"], row_a=named["ROW_A"],
+                              row_b=named["ROW_B"], precise=named["PRECISE"],
+                              split_k=named["SPLIT_K"] if name == "split-k" else 1,
+                              dtypes=tuple(key[len(tuner.keys):]), config=config))
+
+    def chosen(kernel, key, config, **extra):  # a launch_gluon or launch_tma choice, keyed as they key it
+        M, N, K, row_a, row_b, precise, _, a_dtype, out_dtype = key
+        return dict(kernel=kernel, M=M, N=N, K=K, row_a=row_a, row_b=row_b, precise=precise, split_k=1,
+                    dtypes=(str(a_dtype), str(out_dtype)), config=config, **extra)
+    found += [chosen("gluon", key, config) for key, config in ws_gluon.CHOICES.items()]
+    for key, (host, config) in tma.ROUTES.items():
+        found.insert(0, chosen("tma", key, config, host_descriptors=host))
+    return found
+
+
+def attach_configs(records: list[dict]) -> None:
+    """Give each benchmark record of one of our kernels (a bf16 output) the configuration its
+    autotuner chose for that problem in this process (``record["config"]``), where there is one."""
+    from ..kernels.host import config_dict
+
+    chosen = {}
+    for t in tuned_configs():  # benchmark records are of bf16 outputs
+        if t["split_k"] == 1 and "torch.bfloat16" in t["dtypes"]:
+            config = dict(config_dict(t["config"]), **({"host_descriptors": True} if t.get("host_descriptors") else {}))
+            chosen.setdefault((t["kernel"], t["M"], t["N"], t["K"], t["row_a"], t["precise"]), config)
+    for r in records:
+        names = ["streamk-tma", "streamk"] if r["contender"] == "streamk" else [r["contender"]]
+        for name in names:
+            config = chosen.get((name, r["M"], r["N"], r["K"], r["recipe"] == "row", r["accumulation"] == "precise"))
+            if config is not None:
+                r["config"] = config
+                break

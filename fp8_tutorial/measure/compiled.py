@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import triton
 
-from ._env import MODE
+from .._env import MODE
 
 #: The package's pointer arguments, by name, and what they point to by default.
 POINTER_TYPES = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": "*bf16", "scale_a_ptr": "*fp32",
@@ -63,14 +63,14 @@ def compile_for(kernel, constexprs: dict, *, num_warps: int, num_stages: int, po
 
 
 def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "bf16", capability: int = 90):
-    """Compile one of ``gemm``'s Gluon kernels (``gemm.GLUON_CONFIGS``: tile sizes, GROUP_M,
+    """Compile one of the Gluon kernels (``ws_gluon.GLUON_CONFIGS``: tile sizes, GROUP_M,
     warps, ring depth) for fp8 e4m3 operands, host-side descriptors and an output of dtype ``out``
     ("bf16", "fp16" or "fp32"), with ``flags`` (ROW_A, ROW_B, PRECISE)."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
-    from .gemm import gluon_blocks, gluon_refuses
+    from ..kernels.ws_gluon import gluon_blocks, gluon_refuses
 
     why = gluon_refuses(config, 4 if out == "fp32" else 2)
     if why:

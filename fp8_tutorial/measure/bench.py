@@ -1,4 +1,5 @@
-"""The timing harness: CUDA events, L2 flushed, warm-up, median and spread, contenders interleaved.
+"""The timing harness: CUDA events, L2 flushed, warm-up, median and spread, contenders interleaved
+(``benchmark``: the GPU's work); and the time per call as a model sees it (``api_benchmark``).
 
 Compare contenders only inside one ``benchmark`` call: clocks fall under sustained load, so two
 numbers from two runs (or two harnesses) are not comparable, while a ratio measured in one
@@ -17,7 +18,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from . import schedule
-from ._env import ON_GPU
+from .._env import ON_GPU
 
 
 class NoGPUError(RuntimeError):
@@ -136,6 +137,99 @@ def benchmark(contenders: Mapping[str, Callable[[], Any]], *, flops: float | Map
             name=name, median_ms=statistics.median(times), p10_ms=_quantile(times, 0.1),
             p90_ms=_quantile(times, 0.9), min_ms=times[0], reps=reps,
             flops=_per_name(flops, name), bytes=_per_name(bytes, name))
+    return records
+
+
+@dataclass
+class ApiRecord:
+    """One callable called as a model calls it, in one run. Times in microseconds per call."""
+
+    name: str
+    median_us: float  # back to back: a batch of calls between two CUDA events, divided by the calls
+    p10_us: float
+    p90_us: float
+    host_us: float    # the host's time to issue one call, the GPU kept busy (median over the rounds)
+    calls: int
+    rounds: int
+    flops: float | None = None
+
+    @property
+    def tflops(self) -> float | None:
+        return None if self.flops is None else self.flops / self.median_us / 1e6
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median of the back-to-back time per call."""
+        return (self.p90_us - self.p10_us) / self.median_us
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "tflops": self.tflops, "spread": self.spread}
+
+    def __str__(self) -> str:
+        rate = f"  {self.tflops:8.1f} TFLOP/s" if self.tflops is not None else ""
+        return (f"{self.name:<28} {self.median_us:9.1f} us per call (p10-p90 {self.p10_us:.1f}-{self.p90_us:.1f}), "
+                f"host {self.host_us:7.1f} us per call" + rate)
+
+
+def api_benchmark(contenders: Mapping[str, Callable[[], Any]], *, flops: float | Mapping[str, float] | None = None,
+                  calls: int = 50, rounds: int = 10, warmup: int = 3) -> dict[str, ApiRecord]:
+    """Time each zero-argument callable as a model calls it, interleaved round by round, and return
+    an ApiRecord per name.
+
+    ``benchmark`` times the GPU's work alone (the launches queued ahead, L2 flushed): right for
+    comparing kernels, blind to what the host spends per call. Here each round times ``calls`` calls
+    in a row, no flush and no synchronization between them, with CUDA events around the whole batch:
+    the time per call of the slower side, host or GPU, which is what a model waits for. Then the same
+    batch is issued behind a long GPU spin and timed on the host clock: the host's time per call
+    alone (a call that waits for the GPU shows as one as long as the spin). Keep ``calls`` modest:
+    CUDA blocks the host once about a thousand launches are pending.
+    """
+    require_gpu()
+    if not contenders:
+        raise ValueError("api_benchmark needs at least one contender")
+    if calls < 1 or rounds < 1:
+        raise ValueError(f"calls and rounds must be at least 1, got {calls} and {rounds}")
+    names = list(contenders)
+    spin = {}
+    for name in names:  # compile, tune, allocate; then time the host side of one batch
+        fn = contenders[name]
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        host = time.perf_counter() - t0
+        torch.cuda.synchronize()
+        # Twice the batch's host time: the spin outlasts the host's launches, which queue behind it.
+        spin[name] = int(min(2 * host + 1e-3, 1.0) * _SPIN_CYCLES_PER_S)
+    batch_us = {n: [] for n in names}
+    host_us = {n: [] for n in names}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for r in range(rounds):
+        for j in range(len(names)):
+            name = names[(r + j) % len(names)]
+            fn = contenders[name]
+            torch.cuda.synchronize()
+            start.record()
+            for _ in range(calls):
+                fn()
+            end.record()
+            end.synchronize()
+            batch_us[name].append(start.elapsed_time(end) * 1e3 / calls)
+            torch.cuda._sleep(spin[name])
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            host_us[name].append((time.perf_counter() - t0) * 1e6 / calls)
+    torch.cuda.synchronize()
+    records = {}
+    for name in names:
+        times = sorted(batch_us[name])
+        records[name] = ApiRecord(
+            name=name, median_us=statistics.median(times), p10_us=_quantile(times, 0.1),
+            p90_us=_quantile(times, 0.9), host_us=statistics.median(host_us[name]), calls=calls, rounds=rounds,
+            flops=_per_name(flops, name))
     return records
 
 

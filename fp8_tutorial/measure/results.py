@@ -12,9 +12,9 @@ import json
 import re
 from pathlib import Path
 
-from ._env import environment
+from .._env import environment
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
 def gpu_slug(name: str | None = None) -> str:

@@ -1,7 +1,8 @@
 """How output tiles are ordered and spread over the GPU: the numbers behind the chapters' figures.
 
 A Python mirror of the kernels' ``grouped_tile`` (a test checks that the two agree), what each
-wave of programs loads, and how many waves a grid needs. Pure Python: it runs anywhere.
+wave of programs loads, and how many waves a grid needs. Pure Python: it runs anywhere. The
+shared memory numbers are the kernels' own (``kernels.host``).
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-#: The H200's streaming multiprocessors, and the shared memory per SM usable by programs.
+from ..kernels.host import SMEM_PER_PROGRAM_MAX, SMEM_PER_SM, pipeline_smem  # noqa: F401 (the chapters read them here)
+
+#: The H200's streaming multiprocessors.
 H200_SMS = 132
-SMEM_PER_SM = 228 * 1024
-SMEM_PER_PROGRAM_MAX = 227 * 1024
 #: 50 MiB, the L2 of an H100 SXM: the reference line of chapter 04's figure. ``l2_bytes()`` is the
 #: size of the GPU at hand.
 L2_BYTES = 50 * 1024 * 1024
@@ -67,11 +68,6 @@ def programs_per_sm(shared_bytes: int, regs_per_thread: int | None = None, num_w
     if regs_per_thread:
         fit = min(fit, 65536 // (regs_per_thread * 32 * num_warps))
     return max(1, min(fit, 32))
-
-
-def pipeline_smem(block_m: int, block_n: int, block_k: int, stages: int, elem_bytes: int = 1) -> int:
-    """Shared memory of the operand ring: one A and one B tile per stage (FP8: one byte each)."""
-    return (block_m + block_n) * block_k * stages * elem_bytes
 
 
 @dataclass(frozen=True)

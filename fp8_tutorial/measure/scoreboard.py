@@ -1,5 +1,6 @@
 """The benchmark behind ``python -m fp8_tutorial bench`` and ``report``: every selected contender
-on every shape, checked against float64 and timed against cuBLAS in the same interleaved run."""
+on every shape, checked against float64 and timed against cuBLAS in the same interleaved run; and,
+with ``--api``, the public ``scaled_mm`` against cuBLAS as a model calls them (``run_api``)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ import torch
 
 from . import contenders as C
 from . import results
-from ._env import environment, gpu_clocks
-from .bench import benchmark, require_gpu
-from .checks import rel_error
+from .._env import environment, gpu_clocks
+from .bench import api_benchmark, benchmark, require_gpu
+from ..checks import rel_error
 
 #: An output this far from the float64 product is wrong, whatever its speed (FP8 GEMMs land near 3e-3).
 TOLERANCE = 1e-2
@@ -37,6 +38,26 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 
 shape_name = C.shape_name
+
+# Projections of real models: (name, K, N) for an N x K weight, and the Ms (tokens in a batch) timed.
+_PROJECTIONS = [
+    ("Llama-3-8B qkv", 4096, 6144, (1, 16, 128, 1024, 16384)),
+    ("Llama-3-8B o", 4096, 4096, (64, 4096)),
+    ("Llama-3-8B gate+up", 4096, 28672, (1, 256, 4096)),
+    ("Llama-3-8B down", 14336, 4096, (16, 1024)),
+    ("Llama-3-70B qkv", 8192, 10240, (1, 256, 4096)),
+    ("Llama-3-70B o", 8192, 8192, (128,)),
+    ("Llama-3-70B gate+up", 8192, 57344, (16, 1024)),
+    ("Llama-3-70B down", 28672, 8192, (64, 1024)),
+    ("DeepSeek-V3 q_a+kv_a", 7168, 2112, (1, 128, 16384)),
+    ("DeepSeek-V3 q_b", 1536, 24576, (16, 4096)),
+    ("DeepSeek-V3 o", 16384, 7168, (256, 4096)),
+    ("DeepSeek-V3 expert gate+up", 7168, 4096, (64, 1024)),
+    ("DeepSeek-V3 expert down", 2048, 7168, (256,)),
+]
+#: Thirty M x K x N cells of those projections, M from 1 to 16384; none takes much over a
+#: millisecond on an H200, so that ``bench --api --model-shapes`` runs in minutes.
+MODEL_SHAPES = [(M, K, N) for _, K, N, Ms in _PROJECTIONS for M in Ms]
 
 
 class _Progress:
@@ -90,7 +111,7 @@ def run(shapes, names=None, recipes=None, accumulations=None, reps: int = 30, pr
                 torch.cuda.synchronize()
                 fns[c.key] = (c, fn, err)
             except Exception as e:  # a contender that cannot take this shape or recipe says why
-                failed[c.key] = (c, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+                failed[c.key] = (c, _why(e))
         timed = benchmark({k: fn for k, (_, fn, _) in fns.items()}, flops=2 * M * N * K, reps=reps) if fns else {}
         for key, (c, _, err) in fns.items():
             r = timed[key]
@@ -111,6 +132,91 @@ def run(shapes, names=None, recipes=None, accumulations=None, reps: int = 30, pr
             "records": records}
 
 
+def _api_contenders(p: C.Problem, accumulation: str, preallocated: bool) -> dict:
+    """The public ``scaled_mm`` (kernel "auto", a new output each call) and cuBLAS through torch
+    (the registered baseline) on problem ``p``, by key; bf16 has the baseline only."""
+    from .. import scaled_mm
+
+    fns = {f"{C.BASELINE}/{p.recipe}/{accumulation}": C.REGISTRY[f"{C.BASELINE}/{p.recipe}/{accumulation}"].build(p)}
+    if p.recipe == "bf16":
+        return fns
+    precise = accumulation == "precise"
+    fns[f"scaled_mm/{p.recipe}/{accumulation}"] = lambda: scaled_mm(p.a, p.b, p.scale_a, p.scale_b, precise=precise)
+    if preallocated:
+        out = torch.empty(p.M, p.N, dtype=torch.bfloat16, device=p.a.device)
+        fns[f"scaled_mm_out/{p.recipe}/{accumulation}"] = (
+            lambda: scaled_mm(p.a, p.b, p.scale_a, p.scale_b, precise=precise, out=out))
+    return fns
+
+
+API_RECIPES = ("bf16", "tensor", "row")
+
+
+def run_api(shapes, recipes=None, accumulations=None, calls: int = 50, rounds: int = 10,
+            preallocated: bool = False, progress: bool = True) -> dict:
+    """Time the public API as a model calls it: ``fp8_tutorial.scaled_mm`` against cuBLAS through
+    torch (``torch._scaled_mm``; ``torch.mm`` for bf16) on each shape, recipe and accumulation, every
+    output checked against float64 first (the first call of ``scaled_mm`` on a shape also chooses its
+    kernel), then all of a shape timed together by ``api_benchmark``. ``preallocated`` adds
+    ``scaled_mm(..., out=)`` into one output. Returns a results file whose records are in its
+    "api" block, with that run's provenance; its kernel records are none.
+    """
+    require_gpu("the benchmark")
+    if calls < 1 or rounds < 1:
+        raise ValueError(f"calls and rounds must be at least 1, got {calls} and {rounds}")
+    C.select(None, recipes, accumulations)  # unknown names fail before any work
+    recipes = [r for r in C.RECIPES if r in (recipes or API_RECIPES)]
+    accumulations = [a for a in C.ACCUMULATIONS if a in (accumulations or C.ACCUMULATIONS)]
+    env = environment().as_dict()
+    clocks_before = gpu_clocks()
+    records = []
+    bar = _Progress(len(shapes), progress)
+    for M, K, N in shapes:
+        shape = shape_name(M, K, N)
+        bar.show(shape)
+        cell = {"mode": "api", "M": M, "K": K, "N": N, "shape": shape, "measured": env["date"]}
+        fns, errors, failed = {}, {}, {}
+        for recipe in recipes:
+            accs = ("fp32",) if recipe == "bf16" else accumulations
+            try:
+                p = C.make_problem(M, K, N, recipe)
+            except ValueError as e:  # block scales on a shape that 128 does not divide
+                failed.update({f"{C.BASELINE}/{recipe}/{acc}": _why(e) for acc in accs})
+                continue
+            for key, fn in (kv for acc in accs for kv in _api_contenders(p, acc, preallocated).items()):
+                try:
+                    errors[key] = rel_error(fn(), p.reference)
+                    torch.cuda.synchronize()
+                    fns[key] = fn
+                except Exception as e:  # a shape or recipe one side refuses: it says why
+                    failed[key] = _why(e)
+        timed = api_benchmark(fns, flops=2 * M * N * K, calls=calls, rounds=rounds) if fns else {}
+        for key, r in timed.items():
+            name, recipe, acc = key.split("/")
+            records.append({**cell, "contender": name, "recipe": recipe, "accumulation": acc, "key": key,
+                            "median_us": r.median_us, "p10_us": r.p10_us, "p90_us": r.p90_us,
+                            "host_us": r.host_us, "calls": calls, "rounds": rounds, "tflops": r.tflops,
+                            "rel_error": errors[key]})
+        for key, why in failed.items():
+            name, recipe, acc = key.split("/")
+            records.append({**cell, "contender": name, "recipe": recipe, "accumulation": acc, "key": key,
+                            "error": why})
+        del fns, timed
+        torch.cuda.empty_cache()
+        bar.step(shape)
+    _add_ratios(records)
+    api = {"environment": env, "clocks": {"before": clocks_before, "after": gpu_clocks()},
+           "settings": {"calls": calls, "rounds": rounds, "flush_l2": False, "tolerance": TOLERANCE,
+                        "harness": "fp8_tutorial.measure.bench.api_benchmark: calls back to back, CUDA events "
+                                   "around the batch, no L2 flush; host time behind a GPU spin; median of rounds"},
+           "records": records}
+    return {"environment": env, "records": [], "api": api}
+
+
+def _why(e: Exception) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
 def _add_ratios(records: list[dict]) -> None:
     """Judge each output (``ok``) and give each correct contender its ratio to the cuBLAS baseline
     of the same shape, recipe and accumulation, measured in the same run. A wrong output gets no
@@ -128,10 +234,16 @@ def _add_ratios(records: list[dict]) -> None:
 
 def merge(old: dict, new: dict) -> dict:
     """``new``'s records replace ``old``'s of the same contender, recipe, accumulation and shape;
-    the rest of ``old`` stays. Ratios were computed within each run and stay as they were."""
+    the rest of ``old`` stays. Ratios were computed within each run and stay as they were. The
+    "api" blocks (``run_api``) merge the same way, each keeping its own provenance; a run without
+    kernel records leaves those of ``old`` and their provenance as they were."""
     keys = {(r["key"], r["shape"]) for r in new["records"]}
     kept = [r for r in old["records"] if (r["key"], r["shape"]) not in keys]
-    return {**old, **new, "records": kept + new["records"]}
+    merged = {**old, **new} if new["records"] else {**new, **old}
+    merged["records"] = kept + new["records"]
+    if "api" in old and "api" in new:
+        merged["api"] = merge(old["api"], new["api"])
+    return merged
 
 
 def save(data: dict, path: Path) -> Path:
@@ -153,13 +265,13 @@ def measure_or_load(shapes, names, recipes=("tensor", "row"), accumulations=("fa
     """A chapter's scoreboard and where it comes from. On a GPU: ``run`` now, the configurations
     the autotuners chose attached to the records, and the records merged into this GPU's results
     file. Without one: the same contenders' records from the H200's file, ``results/h200.json``."""
-    from ._env import ON_GPU
+    from .._env import ON_GPU
 
     for what, given in (("names", names), ("recipes", recipes), ("accumulations", accumulations)):
         if isinstance(given, str):
             raise TypeError(f"{what} must be a list of strings, got the string {given!r}")
     if ON_GPU:
-        from .gemm import attach_configs
+        from .contenders import attach_configs
 
         data = run(shapes, names=names, recipes=recipes, accumulations=accumulations, reps=reps, progress=False)
         attach_configs(data["records"])
@@ -192,7 +304,14 @@ def _columns(records):
 
 
 def table(data: dict) -> str:
-    """A markdown table: one row per shape, one column per contender; TFLOP/s, x cuBLAS, rel. error."""
+    """A markdown table: one row per shape, one column per contender; TFLOP/s, x cuBLAS, rel. error.
+    A file with API records (``run_api``) gets their table too (``api_table``), after this one."""
+    if data.get("api", {}).get("records"):
+        return "\n\n".join(([_kernel_table(data)] if data["records"] else []) + [api_table(data)])
+    return _kernel_table(data)
+
+
+def _kernel_table(data: dict) -> str:
     env = data["environment"]
     records = data["records"]
     cols = _columns(records)
@@ -216,6 +335,51 @@ def table(data: dict) -> str:
                 ratio = f" ({r['ratio']:.2f}x)" if r.get("ratio") is not None and r["contender"] != C.BASELINE else ""
                 cells.append(f"{r['tflops']:.0f}{ratio}<br>{r['rel_error']:.1e}")
         lines.append(f"| {shape} | " + " | ".join(cells) + " |")
+    failures = sorted({f"- {r['key']} on {r['shape']}: {r['error']}" for r in records if "error" in r})
+    if failures:
+        lines += ["", "Not measured:"] + failures
+    return "\n".join(lines)
+
+
+def api_table(data: dict) -> str:
+    """A markdown table of the API records (``run_api``): one row per shape, recipe and
+    accumulation; per contender its time per call back to back (x cuBLAS: its speed over cuBLAS's,
+    same run) and the host's time per call; the geometric mean of each contender's ratios below."""
+    api = data["api"]
+    env, settings, records = api["environment"], api["settings"], api["records"]
+    names = list(dict.fromkeys(r["contender"] for r in records if r["contender"] != C.BASELINE)) + [C.BASELINE]
+    shapes = _shapes_in_order(records)
+    rows = sorted({(r["shape"], r["recipe"], r["accumulation"]) for r in records},
+                  key=lambda row: (shapes.index(row[0]), C.RECIPES.index(row[1]), row[2]))
+    by = {(r["shape"], r["key"]): r for r in records}
+    head = [f"{'cuBLAS' if n == C.BASELINE else n}: us/call" + (" | x cuBLAS" if n != C.BASELINE else "")
+            + " | host us/call" for n in names]
+    lines = [f"As a model calls it, measured on {env['gpu']} ({env['date']}; torch {env['torch']}, Triton "
+             f"{env['triton']}): {settings['calls']} calls back to back, no L2 flush, median of "
+             f"{settings['rounds']} batches. us/call: time per call of the batch (CUDA events); host us/call: "
+             "the host's time to issue one call, the GPU kept busy; cuBLAS: torch._scaled_mm (torch.mm for bf16).",
+             "", "| M x K x N | recipe | " + " | ".join(head) + " |",
+             "|---|---|" + "---:|" * sum(h.count("|") + 1 for h in head)]
+    for shape, recipe, acc in rows:
+        cells = []
+        for name in names:
+            r = by.get((shape, f"{name}/{recipe}/{acc}"))
+            width = 2 if name == C.BASELINE else 3
+            if r is None or "error" in r:
+                cells += ["" if r is None else "n/a"] + [""] * (width - 1)
+            elif not r.get("ok", True):
+                cells += [f"WRONG {r['rel_error']:.1e}"] + [""] * (width - 1)
+            else:
+                ratio = [f"{r['ratio']:.2f}x" if r.get("ratio") is not None else ""] if width == 3 else []
+                cells += [f"{r['median_us']:.1f}"] + ratio + [f"{r['host_us']:.1f}"]
+        lines.append(f"| {shape} | {recipe}/{acc} | " + " | ".join(cells) + " |")
+    ratios = {}
+    for r in records:
+        if r.get("ratio") is not None and r["contender"] != C.BASELINE:
+            ratios.setdefault(r["key"], []).append(r["ratio"])
+    if ratios:
+        lines += [""] + [f"- {key}: {gmean(v):.2f}x cuBLAS (geometric mean over {len(v)} cells), at least "
+                         f"cuBLAS's speed on {sum(x >= 1.0 for x in v)}" for key, v in ratios.items()]
     failures = sorted({f"- {r['key']} on {r['shape']}: {r['error']}" for r in records if "error" in r})
     if failures:
         lines += ["", "Not measured:"] + failures

@@ -1,0 +1,337 @@
+"""The host side that every kernel family's launcher shares: the checked operands, configurations
+and how they are checked, fitted and pruned, grids, workspaces, autotuning, and the direct launch
+of a compiled kernel that a plan (``fp8_tutorial.gemm``) calls on every call after its first.
+
+Nothing here imports the entry module (``fp8_tutorial.gemm``) or what measures the kernels
+(``fp8_tutorial.measure``, but for the timing of candidates on a problem's first call).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import triton
+
+from .._env import DEVICE, ON_GPU
+
+#: Shared memory per SM of a Hopper GPU, and the most one program may have.
+SMEM_PER_SM = 228 * 1024
+SMEM_PER_PROGRAM_MAX = 227 * 1024
+
+
+def pipeline_smem(block_m: int, block_n: int, block_k: int, stages: int, elem_bytes: int = 1) -> int:
+    """Shared memory of the operand ring: one A and one B tile per stage (FP8: one byte each)."""
+    return (block_m + block_n) * block_k * stages * elem_bytes
+
+
+@dataclass(frozen=True)
+class Operands:
+    """Validated inputs (``fp8_tutorial.gemm.check_operands``): ``recipe_a``/``recipe_b`` are
+    "tensor", "row" or "block"."""
+
+    a: torch.Tensor
+    b: torch.Tensor
+    scale_a: torch.Tensor
+    scale_b: torch.Tensor
+    recipe_a: str
+    recipe_b: str
+
+    def flags(self, precise: bool) -> dict:
+        """The kernels' recipe and accumulation switches for these operands, which every launch
+        asks for: the kernels apply per-tensor and per-row scales only, so block-wise ones are
+        refused here rather than read as something else."""
+        for name, recipe in (("a", self.recipe_a), ("b", self.recipe_b)):
+            if recipe not in ("tensor", "row"):
+                raise ValueError(f"the GEMM kernels take per-tensor and per-row scales only, and scale_{name} is "
+                                 f"{recipe}-wise: use scaled_mm (kernel='auto' or 'reference')")
+        return dict(ROW_A=self.recipe_a == "row", ROW_B=self.recipe_b == "row", PRECISE=precise)
+
+    @property
+    def packed_scales(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The scales as the pointer kernels read them: contiguous, one value after another (a
+        strided or expanded view of per-row scales would be read from the wrong places)."""
+        return self.scale_a.reshape(-1).contiguous(), self.scale_b.reshape(-1).contiguous()
+
+    @property
+    def M(self) -> int:
+        return self.a.shape[0]
+
+    @property
+    def K(self) -> int:
+        return self.a.shape[1]
+
+    @property
+    def N(self) -> int:
+        return self.b.shape[1]
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What ran: the configuration, and the compiled kernel (None in the interpreter), whose
+    ``n_regs``, ``metadata.shared`` and ``asm`` show what the compiler made of it."""
+
+    config: triton.Config
+    kernel: object | None
+
+
+# ---- configurations ------------------------------------------------------------------------------
+
+def check_config(config: triton.Config) -> None:
+    """A configuration given by hand, checked before Triton sees it: tile sizes must be powers of
+    two of at least 16 (``tl.arange`` and ``tl.dot`` need them), GROUP_M and PROGRAMS_PER_SM at
+    least 1, warps a power of two up to 16 and stages at least 1."""
+    if not isinstance(config, triton.Config):
+        raise TypeError(f"config must be a triton.Config, got {type(config).__name__}")
+    k = config.kwargs
+    for name in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+        v = k.get(name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 16 or v & (v - 1):
+            raise ValueError(f"{name} must be a power of two of at least 16, got {v!r}")
+    for name in ("GROUP_M", "PROGRAMS_PER_SM"):
+        v = k.get(name, 1)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be an int of at least 1, got {v!r}")
+    if config.num_warps not in (1, 2, 4, 8, 16):
+        raise ValueError(f"num_warps must be 1, 2, 4, 8 or 16, got {config.num_warps!r}")
+    if isinstance(config.num_stages, bool) or not isinstance(config.num_stages, int) or config.num_stages < 1:
+        raise ValueError(f"num_stages must be an int of at least 1, got {config.num_stages!r}")
+
+
+def fit_stages(config: triton.Config, out_bytes: int, shared_bytes) -> triton.Config:
+    """``config`` with its stages cut, down to 2, until ``shared_bytes(config, out_bytes)`` fits
+    in a program's shared memory."""
+    fitted = config
+    while shared_bytes(fitted, out_bytes) > SMEM_PER_PROGRAM_MAX and fitted.num_stages > 2:
+        fitted = triton.Config(dict(fitted.kwargs), num_warps=fitted.num_warps, num_stages=fitted.num_stages - 1)
+    return fitted
+
+
+def prune(configs, named_args, **kwargs):
+    """Drop tiles far larger than the problem: a 128-row tile for M = 16 only wastes work."""
+    M, N = named_args["M"], named_args["N"]
+    kept = [c for c in configs if c.kwargs["BLOCK_M"] <= max(64, triton.next_power_of_2(M))
+            and c.kwargs["BLOCK_N"] <= max(64, triton.next_power_of_2(N))]
+    return kept or configs[-1:]
+
+
+def prune_to_smallest(configs, named_args, **kwargs):
+    """``prune`` for lists that do not end with their smallest tile (the tiled kernel's does):
+    where no tile is small enough, the smallest one is kept, with the fewest stages."""
+    largest_first = sorted(configs, key=lambda c: (c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"], c.num_stages),
+                           reverse=True)
+    return prune(largest_first, named_args)
+
+
+def config_dict(config: triton.Config) -> dict:
+    """A configuration as plain numbers, for results files."""
+    return dict(config.kwargs, num_warps=config.num_warps, num_stages=config.num_stages)
+
+
+def describe_config(config: triton.Config | dict) -> str:
+    k = config_dict(config) if isinstance(config, triton.Config) else config
+    return ((f"{k['KIND']}, " if "KIND" in k else "") + f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} tiles, "
+            f"GROUP_M {k['GROUP_M']}, {k['num_warps']} warps, {k['num_stages']} stages"
+            + (", host-side descriptors" if k.get("host_descriptors") else "")
+            + (", split tail" if k.get("SPLIT") else "")
+            + (f", stores of {k['STORE_N']} columns" if k.get("STORE_N", k["BLOCK_N"]) != k["BLOCK_N"] else ""))
+
+
+# ---- tuning --------------------------------------------------------------------------------------
+
+def _tuning_bench(kernel_call, quantiles):
+    """The autotuner's timing: 5 ms of warm-up and 20 ms of runs per configuration (L2 flushed)."""
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=20, quantiles=quantiles)
+
+
+def fastest(candidates: list, run: Callable) -> Any:
+    """The candidate for which ``run(candidate)`` is fastest, timed by the book's harness
+    (``measure.bench.benchmark``): the candidates interleaved (so that the clock, which falls as
+    the GPU warms to its power limit, weighs on all alike rather than on the last timed), the L2
+    flushed, the median of 20 runs. Only a problem's first call times anything."""
+    from ..measure.bench import benchmark
+
+    timed = benchmark({str(i): (lambda c=c: run(c)) for i, c in enumerate(candidates)}, reps=20, warmup=2)
+    return candidates[min(range(len(candidates)), key=lambda i: timed[str(i)].median_ms)]
+
+
+def autotuned(kernel, configs, key: list[str], prune=prune, **extra):
+    """``kernel`` autotuned over ``configs`` (pruned to the problem's size), one choice per M, N, K,
+    recipe, accumulation and the ``key`` switches; None without a GPU."""
+    if not ON_GPU:
+        return None
+    return triton.autotune(configs=configs, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", *key],
+                           prune_configs_by={"early_config_prune": prune}, do_bench=_tuning_bench, **extra)(kernel)
+
+
+def launch(kernel, tuned, interpreter_config: triton.Config, grid, args: tuple, flags: dict,
+           config: triton.Config | None, K: int | None = None) -> Launch:
+    """Launch ``kernel`` with ``config``; without one, through its autotuner ``tuned``, or with
+    ``interpreter_config`` where there is none. ``grid(meta)`` sizes the grid. Given ``K``, EVEN_K
+    is decided for the configuration's BLOCK_K (128 for every tuned one)."""
+    if config is None and tuned is None:
+        config = interpreter_config
+    if config is not None:
+        check_config(config)
+    if config is None:
+        even_k = {} if K is None else {"EVEN_K": K % 128 == 0}
+        compiled = tuned[grid](*args, **flags, **even_k)
+        config = tuned.best_config
+    else:
+        meta = config.kwargs
+        even_k = {} if K is None else {"EVEN_K": K % meta["BLOCK_K"] == 0}
+        compiled = kernel[grid(meta)](*args, **flags, **meta, **even_k,
+                                      num_warps=config.num_warps, num_stages=config.num_stages)
+    return Launch(config, compiled if ON_GPU else None)
+
+
+# ---- what kernels refuse, and what they need -----------------------------------------------------
+
+def epilogue_scales_only(name: str):
+    """The refusal of a kernel that applies per-tensor and per-row scales in its epilogue."""
+    def refuses(ops: Operands, out: torch.Tensor) -> str | None:
+        if "block" in (ops.recipe_a, ops.recipe_b):
+            return f"the {name} kernel applies per-tensor and per-row scales only, once, after the K loop"
+        if ops.a.is_cuda and capability(ops.a.device) < (8, 9):
+            return "FP8 tensor cores need compute capability 8.9 or newer"
+        return None
+    return refuses
+
+
+@functools.lru_cache(maxsize=None)
+def capability(device: torch.device) -> tuple[int, int]:
+    """The compute capability of a CUDA device, asked of the driver once per device."""
+    return torch.cuda.get_device_capability(device)
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+INT32_MAX = 2**31 - 1
+
+
+def pointer_safe(ops: Operands, out: torch.Tensor) -> tuple[Operands, torch.Tensor]:
+    """The pointer kernels step along K (in a and b) and along N (in out) with 32-bit offsets.
+    Where a step times the length could pass 2^31 (a column-major ``a`` of 16 million rows, say),
+    hand them a copy laid out with unit steps, and an output to copy back from."""
+    a, b, c = ops.a, ops.b, out
+    reach = ops.K + 256  # a program's offsets run a tile past the end before masking
+    if reach * a.stride(1) > INT32_MAX:
+        a = a.contiguous()
+    if reach * b.stride(0) > INT32_MAX:
+        b = b.t().contiguous().t()
+    if (ops.N + 256) * out.stride(1) > INT32_MAX:
+        c = torch.empty(out.shape, dtype=out.dtype, device=out.device)
+    if a is ops.a and b is ops.b:
+        return ops, c
+    return Operands(a, b, ops.scale_a, ops.scale_b, ops.recipe_a, ops.recipe_b), c
+
+
+_allocator_set = False
+
+
+def ensure_allocator() -> None:
+    """Device-side descriptors live in a scratch buffer that Triton asks the program for."""
+    global _allocator_set
+    if not _allocator_set:
+        triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=DEVICE))
+        _allocator_set = True
+
+
+# ---- grids ---------------------------------------------------------------------------------------
+
+def programs(out: torch.Tensor, num_sms, config: triton.Config | None) -> int:
+    """The SM count a persistent launch plans for (the GPU's, or 4 in the interpreter), checked,
+    as is the configuration's programs per SM: an empty grid would leave ``out`` unwritten."""
+    if config is not None:
+        check_config(config)
+    if num_sms is None:
+        return sm_count(out.device) if out.is_cuda else 4
+    if isinstance(num_sms, bool) or not isinstance(num_sms, int):
+        raise TypeError(f"num_sms must be an int, got {type(num_sms).__name__}")
+    if num_sms < 1:
+        raise ValueError(f"num_sms must be >= 1, got {num_sms}")
+    return num_sms
+
+
+def tile_count(M: int, N: int, meta: dict) -> int:
+    """The output tiles of an M x N product in ``meta``'s BLOCK_M x BLOCK_N tiles."""
+    return triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+
+
+def persistent_grid(M: int, N: int, num_sms: int):
+    """The grid of a persistent launch: num_sms x PROGRAMS_PER_SM programs (1 per SM where the
+    configuration does not say), never more than there are tiles."""
+    def grid(meta):
+        tiles = triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])
+        return (min(tiles, num_sms * meta.get("PROGRAMS_PER_SM", 1)),)
+    return grid
+
+
+# ---- workspaces ----------------------------------------------------------------------------------
+
+_workspaces: dict = {}
+
+
+def _workspace_key(device: torch.device) -> tuple:
+    return device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+
+
+def workspace(device: torch.device, partial_elems: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Float32 partial tiles and zeroed arrival counts for kernels whose programs meet over a tile
+    (stream-K, split-K in step, split tails), kept per device and stream and grown as needed: the
+    kernels leave every count at zero again, so one zeroing at allocation serves all later
+    launches on that stream (launches on one stream run one after another)."""
+    key = _workspace_key(device)
+    partials, arrivals = _workspaces.get(key, (None, None))
+    if partials is None or partials.numel() < partial_elems:
+        partials = torch.empty(partial_elems, dtype=torch.float32, device=device)
+    if arrivals is None or arrivals.numel() < tiles:
+        arrivals = torch.zeros(tiles, dtype=torch.int32, device=device)
+    _workspaces[key] = (partials, arrivals)
+    return partials, arrivals
+
+
+def forget_workspace(device: torch.device) -> None:
+    """A launch cut short may leave arrival counts behind: the next one starts afresh."""
+    _workspaces.pop(_workspace_key(device), None)
+
+
+# ---- the direct launch ---------------------------------------------------------------------------
+
+class Direct:
+    """A compiled kernel launched as Triton's own launcher launches it, without the JIT's dispatch
+    (binding and specializing the arguments, hashing them into its cache key, checking globals):
+    what ``kernel[grid](...)`` costs on every call beyond the launch itself. The caller promises
+    arguments that specialize as the first launch's did (the plan's key holds every shape,
+    stride, dtype and 16-byte alignment), in the order of the kernel's parameters, constexprs
+    included (the launcher skips them)."""
+
+    def __init__(self, jit_fn, compiled):
+        from triton import knobs
+        from triton.runtime.driver import driver
+
+        self.names = list(jit_fn.arg_names)
+        self.defaults = {p.name: p.default for p in jit_fn.params if p.default is not p.empty} \
+            if hasattr(jit_fn.params[0], "default") else {}
+        self._knobs = knobs.runtime
+        self._stream = driver.active.get_current_stream
+        self._device = torch.cuda.current_device()
+        compiled.run  # loads the module and builds the launcher now, not on the first call
+        self._run, self._function, self._packed = compiled.run, compiled.function, compiled.packed_metadata
+
+    def order(self, values: dict) -> list:
+        """``values`` by parameter name, in the kernel's order, defaults filled in."""
+        return [values[n] if n in values else self.defaults[n] for n in self.names]
+
+    def __call__(self, grid: tuple, args: list) -> None:
+        k = self._knobs
+        if k.launch_enter_hook is not None or k.launch_exit_hook is not None:
+            raise RuntimeError("Triton launch hooks are set (a profiler?): launch through the JIT instead")
+        g1 = grid[1] if len(grid) > 1 else 1
+        g2 = grid[2] if len(grid) > 2 else 1
+        self._run(grid[0], g1, g2, self._stream(self._device), self._function, self._packed, None, None, None, *args)
