@@ -20,33 +20,35 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 
-from fp8_tutorial import contenders as C, gemm  # noqa: E402
+from fp8_tutorial import gemm  # noqa: E402
+from fp8_tutorial.kernels import host, persistent, tiled, tma, ws  # noqa: E402
+from fp8_tutorial.measure import contenders as C
 
-S, T, P = gemm._skconfig, gemm._tconfig, gemm._pconfig
+S, T, P = persistent.streamk_config, tma.tma_config, persistent.persistent_config
 
 
 def jobs():
     """(label, call(ops, out, precise)) for every configuration, in a fixed order."""
     out = []
-    lists = [("tiled", gemm.launch_tiled, gemm.TILED_CONFIGS), ("persistent", gemm.launch_persistent, gemm.PERSISTENT_CONFIGS),
-             ("streamk", gemm.launch_streamk, gemm.STREAMK_CONFIGS),
-             ("streamk", gemm.launch_streamk, gemm.STREAMK_TMA_CONFIGS), ("tma", gemm.launch_tma, gemm.TMA_CONFIGS),
-             ("ws", gemm.launch_ws, gemm.WS_CONFIGS)]
+    lists = [("tiled", tiled.launch_tiled, tiled.TILED_CONFIGS), ("persistent", persistent.launch_persistent, persistent.PERSISTENT_CONFIGS),
+             ("streamk", persistent.launch_streamk, persistent.STREAMK_CONFIGS),
+             ("streamk", persistent.launch_streamk, persistent.STREAMK_TMA_CONFIGS), ("tma", tma.launch_tma, tma.TMA_CONFIGS),
+             ("ws", ws.launch_ws, ws.WS_CONFIGS)]
     for name, launch, configs in lists:
         for c in configs:
             for precise in (False, True):
-                out.append((f"{name} {gemm.describe_config(c)}", precise,
+                out.append((f"{name} {host.describe_config(c)}", precise,
                             lambda o, y, p, launch=launch, c=c: launch(o, y, p, config=c)))
-    for c in gemm.TMA_CONFIGS:  # launch_tma times host-side descriptors with each configuration
+    for c in tma.TMA_CONFIGS:  # launch_tma times host-side descriptors with each configuration
         for precise in (False, True):
-            out.append((f"tma host descriptors {gemm.describe_config(c)}", precise,
-                        lambda o, y, p, c=c: gemm.launch_tma(o, y, p, config=c, host_descriptors=True)))
+            out.append((f"tma host descriptors {host.describe_config(c)}", precise,
+                        lambda o, y, p, c=c: tma.launch_tma(o, y, p, config=c, host_descriptors=True)))
     # configurations the chapters time by name (fast accumulation only)
-    extra = [("tiled split-K 2", lambda o, y, p: gemm.launch_tiled(o, y, p, split_k=2, config=gemm.SPLIT_K_CONFIGS[0])),
-             ("persistent 64x128", lambda o, y, p: gemm.launch_persistent(o, y, p, config=P(64, 128, 128, 4, 4, 2))),
-             ("streamk 128x128 s6", lambda o, y, p: gemm.launch_streamk(o, y, p, config=S(128, 128, 128, 4, 6))),
-             ("streamk tma 128x128 s6", lambda o, y, p: gemm.launch_streamk(o, y, p, config=S(128, 128, 128, 8, 6, tma=True))),
-             ("tma 128x256 s3", lambda o, y, p: gemm.launch_tma(o, y, p, config=T(128, 256, 128, 8, 3, 1)))]
+    extra = [("tiled split-K 2", lambda o, y, p: tiled.launch_tiled(o, y, p, split_k=2, config=tiled.SPLIT_K_CONFIGS[0])),
+             ("persistent 64x128", lambda o, y, p: persistent.launch_persistent(o, y, p, config=P(64, 128, 128, 4, 4, 2))),
+             ("streamk 128x128 s6", lambda o, y, p: persistent.launch_streamk(o, y, p, config=S(128, 128, 128, 4, 6))),
+             ("streamk tma 128x128 s6", lambda o, y, p: persistent.launch_streamk(o, y, p, config=S(128, 128, 128, 8, 6, tma=True))),
+             ("tma 128x256 s3", lambda o, y, p: tma.launch_tma(o, y, p, config=T(128, 256, 128, 8, 3, 1)))]
     out += [(label, False, call) for label, call in extra]
     return out
 

@@ -22,12 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-shapes", action="store_true",
                    help="30 projections of Llama-3-8B, Llama-3-70B and DeepSeek-V3, M from 1 to 16384")
     p.add_argument("--api", action="store_true",
-                   help="time the public API as a model calls it: fp8_tutorial.scaled_mm against torch._scaled_mm "
-                        "(torch.mm for bf16), calls back to back, and the host's time per call")
+                   help="time the public API as a model calls it: fp8_tutorial.scaled_mm against "
+                        "torch._scaled_mm (torch.mm for bf16), calls back to back, and the host's time per call")
     p.add_argument("--preallocated", action="store_true",
                    help="with --api, also time scaled_mm(..., out=) into one preallocated output")
     p.add_argument("--calls", type=int, help="with --api, calls back to back per batch (default 50)")
-    p.add_argument("--recipes", nargs="*", help="bf16 tensor row block (default: all)")
+    p.add_argument("--recipes", nargs="*", help="bf16 tensor row block (default: all; with --api: bf16 tensor row)")
     p.add_argument("--contenders", nargs="*", help="registered contender names (default: all)")
     p.add_argument("--accumulation", nargs="*", help="fast precise (default: both)")
     p.add_argument("--reps", type=int,
@@ -142,7 +142,7 @@ def _bench(args) -> int:
     if not args.replace and output.exists():
         data = scoreboard.merge(scoreboard.load(output), data)
     scoreboard.save(data, output)
-    print(scoreboard.table(data))
+    print(scoreboard.report(data))
     print(f"\nwrote {output}")
     return 0
 
@@ -155,7 +155,7 @@ def _report(args) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(e, file=sys.stderr)
         return 2
-    print(scoreboard.table(data))
+    print(scoreboard.report(data))
     if not data["records"]:  # API records only: the figure is of kernel records
         return 0
     figure = args.figure or args.file.with_suffix(".png")

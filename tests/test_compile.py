@@ -15,12 +15,13 @@ import textwrap
 
 import pytest
 
-from fp8_tutorial import schedule
+from fp8_tutorial.measure import schedule
 
 SCRIPT = textwrap.dedent("""
     import json
     import fp8_tutorial as fp8
-    from fp8_tutorial import compiled, gemm
+    from fp8_tutorial.kernels import host, persistent, tiled, tma, ws, ws_gluon
+    from fp8_tutorial.measure import compiled
     from fp8_tutorial.kernels.persistent import persistent_kernel, streamk_kernel
     from fp8_tutorial.kernels.tiled import tiled_kernel
     from fp8_tutorial.kernels.tma import tma_host_kernel, tma_kernel
@@ -33,7 +34,7 @@ SCRIPT = textwrap.dedent("""
                 "c_desc": f"tensordesc<bf16[{meta['BLOCK_M']}, {slice_n}]>"}
 
     def report(name, config, flags, compile_it, **expected):  # what the compiled code holds, or why not
-        row = dict(kernel=name, config=gemm.describe_config(config), precise=flags["PRECISE"], **expected)
+        row = dict(kernel=name, config=host.describe_config(config), precise=flags["PRECISE"], **expected)
         try:
             k = compile_it()
             ptxas = compiled.ptxas_report(k)
@@ -44,14 +45,14 @@ SCRIPT = textwrap.dedent("""
         return row
 
     assert fp8.MODE == "compile"
-    plans = [("tiled", tiled_kernel, gemm.TILED_CONFIGS, dict(SPLIT_K=1)),
-             ("split-k", tiled_kernel, gemm.SPLIT_K_CONFIGS, dict(SPLIT_K=2)),
-             ("persistent", persistent_kernel, gemm.PERSISTENT_CONFIGS, {}),
-             ("streamk", streamk_kernel, gemm.STREAMK_CONFIGS, {}),
-             ("streamk-tma", streamk_kernel, gemm.STREAMK_TMA_CONFIGS, {}),
-             ("tma", tma_kernel, gemm.TMA_CONFIGS, {}),
-             ("tma-host", tma_host_kernel, gemm.TMA_CONFIGS, {}),
-             ("ws", ws_kernel, gemm.WS_CONFIGS, {})]
+    plans = [("tiled", tiled_kernel, tiled.TILED_CONFIGS, dict(SPLIT_K=1)),
+             ("split-k", tiled_kernel, tiled.SPLIT_K_CONFIGS, dict(SPLIT_K=2)),
+             ("persistent", persistent_kernel, persistent.PERSISTENT_CONFIGS, {}),
+             ("streamk", streamk_kernel, persistent.STREAMK_CONFIGS, {}),
+             ("streamk-tma", streamk_kernel, persistent.STREAMK_TMA_CONFIGS, {}),
+             ("tma", tma_kernel, tma.TMA_CONFIGS, {}),
+             ("tma-host", tma_host_kernel, tma.TMA_CONFIGS, {}),
+             ("ws", ws_kernel, ws.WS_CONFIGS, {})]
     flag_sets = [dict(ROW_A=True, ROW_B=True, PRECISE=False, EVEN_K=True),
                  dict(ROW_A=False, ROW_B=False, PRECISE=True, EVEN_K=False)]
     rows = []
@@ -64,13 +65,13 @@ SCRIPT = textwrap.dedent("""
                 types = host_descriptors(config.kwargs) if name == "tma-host" else None
                 rows.append(report(name, config, flags, lambda: compiled.compile_for(
                     kernel, values, num_warps=config.num_warps, num_stages=config.num_stages, pointer_types=types)))
-    for config in gemm.GLUON_CONFIGS:
+    for config in ws_gluon.GLUON_CONFIGS:
         for flags in flag_sets:
             flags = {n: v for n, v in flags.items() if n != "EVEN_K"}
-            workers = gemm.GLUON_WORKERS[config.kwargs["KIND"]]
+            workers = ws_gluon.GLUON_WORKERS[config.kwargs["KIND"]]
             rows.append(report("gluon", config, flags, lambda: compiled.compile_gluon_for(
-                gemm.GLUON_KERNELS[config.kwargs["KIND"]], config, flags, maxnreg=gemm.gluon_maxnreg(config)),
-                expected_worker_warps=list(workers), expected_threads=32 * (config.num_warps + gemm._GLUON_OTHER_WARPS[
+                ws_gluon.GLUON_KERNELS[config.kwargs["KIND"]], config, flags, maxnreg=ws_gluon.gluon_maxnreg(config)),
+                expected_worker_warps=list(workers), expected_threads=32 * (config.num_warps + ws_gluon._OTHER_WARPS[
                     config.kwargs["KIND"]])))
     print(json.dumps(rows))
 """)

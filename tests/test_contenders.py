@@ -1,10 +1,10 @@
-"""fp8_tutorial.contenders: problems laid out as torch._scaled_mm wants them, and the registry."""
+"""fp8_tutorial.measure.contenders: problems laid out as torch._scaled_mm wants them, and the registry."""
 
 import pytest
 import torch
 
 import fp8_tutorial as fp8
-from fp8_tutorial import contenders as C
+from fp8_tutorial.measure import contenders as C
 
 
 @pytest.mark.parametrize("recipe,scale_shapes", [

@@ -6,7 +6,10 @@ import pytest
 import torch
 
 import fp8_tutorial as fp8
-from fp8_tutorial import checks, gemm, schedule
+from fp8_tutorial import checks, gemm
+from fp8_tutorial.kernels import host, persistent, tiled, tma, ws, ws_gluon
+from fp8_tutorial.measure import contenders as C
+from fp8_tutorial.measure import schedule
 from fp8_tutorial.kernels.persistent import _streamk_first_program
 
 import triton  # noqa: E402  (after fp8_tutorial, which sets the interpreter up on a CPU)
@@ -45,7 +48,7 @@ def test_tiled_matches_float64(M, K, N, recipes, gen, device):
     ops = gemm.check_operands(a, b, sa, sb)
     for precise in (False, True):
         out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-        gemm.launch_tiled(ops, out, precise, config=first(gemm.TILED_CONFIGS))
+        tiled.launch_tiled(ops, out, precise, config=first(tiled.TILED_CONFIGS))
         err = fp8.rel_error(out, ref)
         assert err < tolerance(torch.bfloat16, precise), (precise, err)
 
@@ -71,10 +74,10 @@ def test_split_k_matches_float64(M, K, N, split_k, gen, device):
     ops = gemm.check_operands(a, b, sa, sb)
     for precise in (False, True):
         out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-        gemm.launch_tiled(ops, out, precise, split_k=split_k)
+        tiled.launch_tiled(ops, out, precise, split_k=split_k)
         assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise)
     with pytest.raises(ValueError, match="split_k must be >= 1"):
-        gemm.launch_tiled(ops, out, False, split_k=0)
+        tiled.launch_tiled(ops, out, False, split_k=0)
 
 
 @pytest.mark.parametrize("M,K,N", [(33, 100, 65), (130, 384, 257)])
@@ -124,7 +127,7 @@ def test_auto_picks_the_first_kernel_that_takes_the_input(K, expected, gen, devi
         monkeypatch.setitem(gemm.KERNELS, name, gemm.Kernel(
             name, lambda o, out, p, k=k: calls.append(k.name) or k.run(o, out, p), k.refuses, k.priority))
     a, b, sa, sb = operands(16, K, 16, "row", "row", gen, device)
-    if gemm.gluon_takes(gemm.check_operands(a, b, sa, sb), torch.empty(16, 16, dtype=torch.bfloat16, device=device)) is None:
+    if ws_gluon.gluon_takes(gemm.check_operands(a, b, sa, sb), torch.empty(16, 16, dtype=torch.bfloat16, device=device)) is None:
         expected = "gluon"
     name, refused = gemm.choose(a, b, sa, sb)
     assert name == expected and all(gemm.KERNELS[k].priority > gemm.KERNELS[name].priority for k in refused)
@@ -177,11 +180,11 @@ def test_persistent_matches_float64(M, K, N, recipes, num_sms, gen, device):
     ops = gemm.check_operands(a, b, sa, sb)
     for precise in (False, True):
         out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-        gemm.launch_persistent(ops, out, precise, num_sms=num_sms, config=first(gemm.PERSISTENT_CONFIGS))
+        persistent.launch_persistent(ops, out, precise, num_sms=num_sms, config=first(persistent.PERSISTENT_CONFIGS))
         assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
     check_scaled_mm("persistent", a, b, sa, sb, ref, torch.float32, device)
     with pytest.raises(ValueError, match="num_sms must be >= 1"):
-        gemm.launch_persistent(ops, out, False, num_sms=0)
+        persistent.launch_persistent(ops, out, False, num_sms=0)
 
 
 @pytest.mark.parametrize("M,K,N", [(1, 16, 8), (7, 48, 24), (97, 256, 136), (130, 320, 72)]
@@ -195,8 +198,8 @@ def test_tma_matches_float64(M, K, N, recipes, gen, device):
     for precise, out_dtype in [(False, torch.bfloat16), (True, torch.bfloat16), (False, torch.float32)]:
         for num_sms in (None, 1, 3):
             out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
-            config = first(gemm.TMA_CONFIGS) and gemm.fit_tma_config(first(gemm.TMA_CONFIGS), out.element_size())
-            gemm.launch_tma(ops, out, precise, num_sms=num_sms, config=config)
+            config = first(tma.TMA_CONFIGS) and tma.fit_tma_config(first(tma.TMA_CONFIGS), out.element_size())
+            tma.launch_tma(ops, out, precise, num_sms=num_sms, config=config)
             assert fp8.rel_error(out, ref) < tolerance(out_dtype, precise), (precise, out_dtype, num_sms)
     check_scaled_mm("tma", a, b, sa, sb, ref, torch.bfloat16, device)
 
@@ -211,7 +214,7 @@ def test_warp_specialized_matches_float64(M, K, N, gen, device):
         ops = gemm.check_operands(a, b, sa, sb)
         for precise, out_dtype in [(False, torch.bfloat16), (True, torch.bfloat16), (False, torch.float32)]:
             out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
-            gemm.launch_ws(ops, out, precise, config=first(gemm.WS_CONFIGS))
+            ws.launch_ws(ops, out, precise, config=first(ws.WS_CONFIGS))
             assert fp8.rel_error(out, ref) < tolerance(out_dtype, precise), (recipes, precise, out_dtype)
 
 
@@ -219,26 +222,26 @@ def test_launch_ws_refuses_forms_that_are_not_specialized_or_wrong(device):
     a, b, sa, sb = _ops(device)
     ops = gemm.check_operands(a, b, sa, sb)
     out = torch.empty(8, 16, dtype=torch.bfloat16, device=device)
-    W = gemm._wsconfig
-    cases = [(gemm.TMA_INTERPRETER_CONFIG, "has the keys"),
+    W = ws.ws_config
+    cases = [(tma.TMA_INTERPRETER_CONFIG, "has the keys"),
              (triton.Config(dict(W(32, 32, 32, 1).kwargs), num_warps=8, num_stages=3), "needs num_warps=4"),
-             (W(128, 128, 128, gemm.WS_MAX_STAGES + 1), "more than 4 stages gave wrong results"),
+             (W(128, 128, 128, ws.WS_MAX_STAGES + 1), "more than 4 stages gave wrong results"),
              ("128x128", "must be a triton.Config")]
     for config, message in cases:
         with pytest.raises(ValueError, match=message):
-            gemm.launch_ws(ops, out, False, config=config)
-    assert all(gemm.ws_refuses(c) is None for c in gemm.WS_CONFIGS + [gemm.WS_INTERPRETER_CONFIG])
+            ws.launch_ws(ops, out, False, config=config)
+    assert all(ws.ws_refuses(c) is None for c in ws.WS_CONFIGS + [ws.WS_INTERPRETER_CONFIG])
 
 
 GLUON_SHAPES = [(1, 16, 8), (97, 256, 136), (1000, 1040, 1000), (300, 4096, 520), (4097, 512, 264)]
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
-@pytest.mark.parametrize("kind", sorted(gemm.GLUON_KERNELS))
+@pytest.mark.parametrize("kind", sorted(ws_gluon.GLUON_KERNELS))
 def test_gluon_kernels_match_float64(kind, gen, device):
     """Each recipe on its own side, fast and precise, bf16 and float32 outputs, with one tile per
     program and with many (3 "SMs": the ping-pong groups take turns, the ring wraps around)."""
-    configs = [c for c in gemm.GLUON_CONFIGS if c.kwargs["KIND"] == kind]
+    configs = [c for c in ws_gluon.GLUON_CONFIGS if c.kwargs["KIND"] == kind]
     for (M, K, N), recipes in zip(GLUON_SHAPES, [("tensor", "tensor"), ("row", "tensor"), ("tensor", "row"),
                                                  ("row", "row"), ("row", "row")]):
         a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
@@ -248,21 +251,21 @@ def test_gluon_kernels_match_float64(kind, gen, device):
             for precise, out_dtype, num_sms in [(False, torch.bfloat16, None), (True, torch.bfloat16, 3),
                                                 (False, torch.float32, 3), (True, torch.bfloat16, None)]:
                 out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
-                fitted = gemm.fit_gluon_config(config, out.element_size())
-                gemm.launch_gluon(ops, out, precise, config=fitted, num_sms=num_sms)
+                fitted = ws_gluon.fit_gluon_config(config, out.element_size())
+                ws_gluon.launch_gluon(ops, out, precise, config=fitted, num_sms=num_sms)
                 err = fp8.rel_error(out, ref)
-                assert err < tolerance(out_dtype, precise), (gemm.describe_config(fitted), recipes, precise, num_sms)
+                assert err < tolerance(out_dtype, precise), (host.describe_config(fitted), recipes, precise, num_sms)
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
-@pytest.mark.parametrize("kind", sorted(gemm.GLUON_KERNELS))
+@pytest.mark.parametrize("kind", sorted(ws_gluon.GLUON_KERNELS))
 def test_gluon_split_tail_matches_float64(kind, gen, device):
     """Every plan's pieces add up to the tile: none whole, half the tiles whole, all but one whole,
     and as many pieces as K steps, with 3 "SMs" and the GPU's; tiles stored whole and in quarters
     (the pieces then go out through a quarter's buffer, in eighths of the tile)."""
-    G = gemm._gluonconfig
-    block_m = 64 * gemm.GLUON_GROUPS[kind] if gemm.GLUON_GROUPS[kind] > 1 else 128
-    configs = [c for c in gemm.GLUON_CONFIGS if c.kwargs["KIND"] == kind and c.kwargs["SPLIT"]] or \
+    G = ws_gluon.make_gluon_config
+    block_m = 64 * ws_gluon.GLUON_GROUPS[kind] if ws_gluon.GLUON_GROUPS[kind] > 1 else 128
+    configs = [c for c in ws_gluon.GLUON_CONFIGS if c.kwargs["KIND"] == kind and c.kwargs["SPLIT"]] or \
         [G(kind, block_m, 128, 128, 4, split=True)]
     configs.append(G(kind, block_m, 128, 128, 4, store_n=32, split=True))
     for (M, K, N), recipes in zip(GLUON_SHAPES[1:], [("row", "tensor"), ("tensor", "row"), ("row", "row"),
@@ -272,16 +275,16 @@ def test_gluon_split_tail_matches_float64(kind, gen, device):
         ops = gemm.check_operands(a, b, sa, sb)
         for config in configs:
             k = config.kwargs
-            tiles = gemm.tile_count(M, N, k)
+            tiles = host.tile_count(M, N, k)
             k_blocks = triton.cdiv(K, k["BLOCK_K"])
             for plan, precise, out_dtype, num_sms in [((0, min(3, k_blocks)), False, torch.bfloat16, None),
                                                       ((tiles // 2, min(2, k_blocks)), True, torch.bfloat16, 3),
                                                       ((tiles - 1, k_blocks), False, torch.float32, 3)]:
                 out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
-                gemm.launch_gluon(ops, out, precise, config=gemm.fit_gluon_config(config, out.element_size()),
+                ws_gluon.launch_gluon(ops, out, precise, config=ws_gluon.fit_gluon_config(config, out.element_size()),
                                   num_sms=num_sms, plan=plan)
                 err = fp8.rel_error(out, ref)
-                assert err < tolerance(out_dtype, precise), (gemm.describe_config(config), plan, recipes, precise)
+                assert err < tolerance(out_dtype, precise), (host.describe_config(config), plan, recipes, precise)
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
@@ -289,21 +292,21 @@ def test_gluon_refuses_plans_it_cannot_take(gen, device):
     a, b, sa, sb = operands(256, 512, 256, "tensor", "tensor", gen, device)
     ops = gemm.check_operands(a, b, sa, sb)
     out = torch.empty(256, 256, dtype=torch.bfloat16, device=device)
-    split = gemm._gluonconfig("cooperative", 128, 128, 128, 4, split=True)
+    split = ws_gluon.make_gluon_config("cooperative", 128, 128, 128, 4, split=True)
     for config, plan, message in [(None, (0, 2), "needs a configuration with SPLIT=True"),
-                                  (gemm.GLUON_CONFIGS[2], (0, 2), "needs a configuration with SPLIT=True"),
+                                  (ws_gluon.GLUON_CONFIGS[2], (0, 2), "needs a configuration with SPLIT=True"),
                                   (split, (4, 2), "whole tiles must be an int from 0 to 3"),
                                   (split, (0, 5), "pieces must be an int from 1 to 4"),
                                   (split, 3, "plan must be (whole tiles, pieces per other tile)")]:
         with pytest.raises((ValueError, TypeError), match=re.escape(message)):
-            gemm.launch_gluon(ops, out, False, config=config, plan=plan)
+            ws_gluon.launch_gluon(ops, out, False, config=config, plan=plan)
 
 
 def test_ablation_variants_take_the_kernels_arguments():
     from fp8_tutorial.kernels import ablation
-    assert set(ablation.without_odd_w) == set(gemm.GLUON_KERNELS)
+    assert set(ablation.without_odd_w) == set(ws_gluon.GLUON_KERNELS)
     for kind, kernel in ablation.without_odd_w.items():
-        real = gemm.GLUON_KERNELS[kind]
+        real = ws_gluon.GLUON_KERNELS[kind]
         assert kernel.arg_names == real.arg_names and kernel is not real
         assert [p.is_constexpr for p in kernel.params] == [p.is_constexpr for p in real.params]
         assert kernel.do_not_specialize == real.do_not_specialize
@@ -317,13 +320,13 @@ def test_ablation_leaves_out_loads_and_only_those(gen, device):
         a, b, sa, sb = operands(300, K, 520, "row", "tensor", gen, device)
         ref = fp8.reference_mm(a, b, sa, sb)
         ops = gemm.check_operands(a, b, sa, sb)
-        for kind in sorted(gemm.GLUON_KERNELS):
-            config = [c for c in gemm.GLUON_CONFIGS if c.kwargs["KIND"] == kind][0]
+        for kind in sorted(ws_gluon.GLUON_KERNELS):
+            config = [c for c in ws_gluon.GLUON_CONFIGS if c.kwargs["KIND"] == kind][0]
             out = fp8.poison(torch.empty(300, 520, dtype=torch.bfloat16, device=device))
-            gemm.launch_gluon(ops, out, False, config=config, kernels=ablation.without_odd_w)
+            ws_gluon.launch_gluon(ops, out, False, config=config, kernels=ablation.without_odd_w)
             assert (not fp8.rel_error(out, ref) < 0.1) == wrong, (kind, K)  # garbage may hold NaNs
     with pytest.raises(ValueError, match="pass config= too"):
-        gemm.launch_gluon(ops, out, False, kernels=ablation.without_odd_w)
+        ws_gluon.launch_gluon(ops, out, False, kernels=ablation.without_odd_w)
 
 
 @pytest.mark.parametrize("recipes", [("tensor", "tensor"), ("row", "row")])
@@ -337,7 +340,7 @@ def test_sum_pieces_adds_the_pieces_in_order_and_scales(recipes, gen, device):
     sb = torch.rand(N if recipes[1] == "row" else 1, generator=gen).to(device) + 0.5
     out = fp8.poison(torch.empty(M, N, dtype=torch.float32, device=device))
     before = out.clone()
-    gemm.sum_pieces_kernel[(tiles - whole, BM // 8)](
+    persistent.sum_pieces_kernel[(tiles - whole, BM // 8)](
         partials, out, sa, sb, M, N, whole, pieces, out.stride(0), out.stride(1), BM, BN, group_m,
         recipes[0] == "row", recipes[1] == "row", 8)
     sums = partials.view(tiles - whole, pieces, BM, BN).double().sum(1)
@@ -355,7 +358,7 @@ def test_sum_pieces_adds_the_pieces_in_order_and_scales(recipes, gen, device):
 @pytest.mark.skipif(not fp8.ON_GPU, reason="timing needs a GPU")
 def test_fastest_picks_the_fastest_candidate():
     x = torch.randn(4096, 4096, device="cuda")
-    assert gemm._fastest([4096, 256, 2048], lambda n: x[:n] @ x[:n].t()) == 256
+    assert host.fastest([4096, 256, 2048], lambda n: x[:n] @ x[:n].t()) == 256
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="the configurations are timed on a GPU")
@@ -369,15 +372,15 @@ def test_launch_gluon_keeps_the_fastest_configuration(gen, device, monkeypatch):
     def fastest(candidates, run):  # runs each; says the last is the fastest
         timed.append([run(c).config for c in candidates])
         return candidates[-1]
-    monkeypatch.setattr(gemm, "_fastest", fastest)
-    monkeypatch.setattr(gemm, "_gluon_choice", {})
+    monkeypatch.setattr(ws_gluon, "fastest", fastest)
+    monkeypatch.setattr(ws_gluon, "CHOICES", {})
     for _ in range(2):
         out = fp8.poison(torch.empty(1000, 1000, dtype=torch.bfloat16, device=device))
-        launch = gemm.launch_gluon(ops, out, False)
+        launch = ws_gluon.launch_gluon(ops, out, False)
         assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
         # every configuration but the SPLIT ones whose plan cuts no tile of this problem (their plain twins)
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        expected = [c for c in gemm.GLUON_CONFIGS if not c.kwargs["SPLIT"] or gemm.gluon_plan(c, 1000, 1000, 1040, sms)[1] > 1]
+        expected = [c for c in ws_gluon.GLUON_CONFIGS if not c.kwargs["SPLIT"] or ws_gluon.gluon_plan(c, 1000, 1000, 1040, sms)[1] > 1]
         assert len(timed) == 1 and len(timed[0]) == len(expected) and launch.config is timed[0][-1]
     check_scaled_mm("gluon", a, b, sa, sb, fp8.reference_mm(a, b, sa, sb), torch.bfloat16, device)
 
@@ -389,7 +392,7 @@ def test_gluon_needs_a_gpu(device):
     ops = gemm.check_operands(a, b, sa, sb)
     out = torch.empty(8, 16, dtype=torch.bfloat16, device=device)
     with pytest.raises(ValueError, match="interpreter cannot run Gluon"):
-        gemm.launch_gluon(ops, out, False)
+        ws_gluon.launch_gluon(ops, out, False)
     with pytest.raises(ValueError, match="interpreter cannot run Gluon"):
         fp8.scaled_mm(a, b, sa, sb, kernel="gluon")
     chosen, refused = gemm.choose(a, b, sa, sb)  # ranked first, it is passed over, and "auto" says why
@@ -401,30 +404,30 @@ def test_gluon_refuses_what_it_was_not_checked_on(device):
     """e5m2 operands and other output dtypes: a clear refusal, on any machine."""
     a, b, sa, sb = _ops(device)
     block_a, block_b = torch.ones(8, 1, device=device), torch.ones(1, 16, device=device)
-    assert "per-tensor and per-row scales only" in gemm.gluon_takes(
-        gemm.Operands(a, b, block_a, block_b, "block", "block"), torch.empty(8, 16, dtype=torch.bfloat16,
+    assert "per-tensor and per-row scales only" in ws_gluon.gluon_takes(
+        host.Operands(a, b, block_a, block_b, "block", "block"), torch.empty(8, 16, dtype=torch.bfloat16,
                                                                              device=device))
     for a_, b_, out_dtype, message in [(a.to(E5M2), b, torch.bfloat16, "float8_e4m3fn operands"),
                                        (a, b.to(E5M2), torch.bfloat16, "float8_e4m3fn operands"),
                                        (a, b, torch.int32, "bfloat16, float16 or float32")]:
         ops = gemm.check_operands(a_, b_, sa, sb)
-        assert message in gemm.gluon_takes(ops, torch.empty(8, 16, dtype=out_dtype, device=device))
+        assert message in ws_gluon.gluon_takes(ops, torch.empty(8, 16, dtype=out_dtype, device=device))
 
 
 def test_gluon_config_names_one_configuration():
-    ping = gemm.gluon_config(KIND="pingpong", GROUP_M=16)
-    assert ping in gemm.GLUON_CONFIGS and ping.kwargs["KIND"] == "pingpong" and ping.kwargs["GROUP_M"] == 16
-    assert gemm.gluon_config(KIND="cooperative", BLOCK_N=256, num_stages=3).num_stages == 3
+    ping = ws_gluon.gluon_config(KIND="pingpong", GROUP_M=16)
+    assert ping in ws_gluon.GLUON_CONFIGS and ping.kwargs["KIND"] == "pingpong" and ping.kwargs["GROUP_M"] == 16
+    assert ws_gluon.gluon_config(KIND="cooperative", BLOCK_N=256, num_stages=3).num_stages == 3
     for wanted, message in [(dict(KIND="pingpong"), "2 of GLUON_CONFIGS have"),
                             (dict(KIND="split"), "0 of GLUON_CONFIGS have"),
                             (dict(STAGES=3), "has no ['STAGES']")]:
         with pytest.raises(ValueError, match=re.escape(message)):
-            gemm.gluon_config(**wanted)
+            ws_gluon.gluon_config(**wanted)
 
 
 def test_gluon_refuses_configurations_it_cannot_run():
-    G = gemm._gluonconfig
-    cases = [(gemm.WS_CONFIGS[0], "has the keys"),
+    G = ws_gluon.make_gluon_config
+    cases = [(ws.WS_CONFIGS[0], "has the keys"),
              (G("split", 128, 128, 128, 4), "KIND one of"),
              (G("pingpong", 128, 128, 128, 4, warps=8), "takes 4 consumer warps"),
              (G("cooperative", 128, 128, 128, 4, warps=2), "takes 4 or 8 consumer warps"),
@@ -450,26 +453,26 @@ def test_gluon_refuses_configurations_it_cannot_run():
              (G("pingpong", 128, 128, 128, 6), "more than the 227 KiB"),  # stored whole: no room for 6 stages
              ("128x128", "must be a triton.Config")]
     for config, message in cases:
-        assert message in gemm.gluon_refuses(config), config
+        assert message in ws_gluon.gluon_refuses(config), config
     stacked = G("stacked", 192, 128, 128, 4)  # three blocks of 64 rows; 16 warps in warp groups
-    assert gemm.gluon_blocks(stacked) == ([64, 128], [128, 128], [64, 128]) and gemm.gluon_maxnreg(stacked) == 128
+    assert ws_gluon.gluon_blocks(stacked) == ([64, 128], [128, 128], [64, 128]) and ws_gluon.gluon_maxnreg(stacked) == 128
     # stores of 32 columns: two buffers of 128 x 32 for each of ping-pong's groups, 32 KiB in all
     quarters = G("pingpong", 128, 128, 128, 6, store_n=32)
-    assert gemm.gluon_blocks(quarters)[2] == [128, 32]
-    assert gemm.gluon_shared_bytes(quarters, 2) == 6 * 32 * 1024 + 2 * 2 * 128 * 32 * 2 + 8 * 14
-    assert gemm.gluon_shared_bytes(G("stacked", 192, 128, 128, 4, store_n=64), 2) == 4 * 40 * 1024 + 2 * 192 * 64 * 2 + 8 * 10
-    assert all(gemm.gluon_refuses(c) is None for c in gemm.GLUON_CONFIGS)
-    fitted = [gemm.fit_gluon_config(c, 4) for c in gemm.GLUON_CONFIGS]  # float32 outputs: fewer stages
-    assert all(gemm.gluon_refuses(c, 4) is None for c in fitted)
-    assert gemm.gluon_refuses(gemm.GLUON_CONFIGS[0], 4) is not None
+    assert ws_gluon.gluon_blocks(quarters)[2] == [128, 32]
+    assert ws_gluon.gluon_shared_bytes(quarters, 2) == 6 * 32 * 1024 + 2 * 2 * 128 * 32 * 2 + 8 * 14
+    assert ws_gluon.gluon_shared_bytes(G("stacked", 192, 128, 128, 4, store_n=64), 2) == 4 * 40 * 1024 + 2 * 192 * 64 * 2 + 8 * 10
+    assert all(ws_gluon.gluon_refuses(c) is None for c in ws_gluon.GLUON_CONFIGS)
+    fitted = [ws_gluon.fit_gluon_config(c, 4) for c in ws_gluon.GLUON_CONFIGS]  # float32 outputs: fewer stages
+    assert all(ws_gluon.gluon_refuses(c, 4) is None for c in fitted)
+    assert ws_gluon.gluon_refuses(ws_gluon.GLUON_CONFIGS[0], 4) is not None
 
 
 def test_tma_epilogue_halves(gen, device):
     a, b, sa, sb = operands(100, 64, 200, "row", "row", gen, device)
     ops = gemm.check_operands(a, b, sa, sb)
     out = fp8.poison(torch.empty(100, 200, dtype=torch.bfloat16, device=device))
-    config = gemm._tconfig(32, 64, 32, 4, 1, 1, group_m=2, flatten=False, halves=True)
-    gemm.launch_tma(ops, out, False, config=config, num_sms=2)
+    config = tma.tma_config(32, 64, 32, 4, 1, 1, group_m=2, flatten=False, halves=True)
+    tma.launch_tma(ops, out, False, config=config, num_sms=2)
     assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
 
 
@@ -482,7 +485,7 @@ def test_tma_epilogue_halves(gen, device):
 def test_tma_sixteen_byte_rule(M, K, N, out_dtype, match, gen, device):
     a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
     out = torch.empty(M, N, dtype=out_dtype, device=device)
-    why = gemm.tma_refuses(gemm.check_operands(a, b, sa, sb), out)
+    why = tma.tma_refuses(gemm.check_operands(a, b, sa, sb), out)
     if match is None:
         assert why is None
         return
@@ -496,12 +499,12 @@ def test_tma_sixteen_byte_rule(M, K, N, out_dtype, match, gen, device):
 def test_tma_refuses_row_major_b(gen, device):
     a, b, sa, sb = operands(16, 64, 32, "row", "row", gen, device)
     ops = gemm.check_operands(a, b.contiguous(), sa, sb)
-    assert "must be K-major" in gemm.tma_refuses(ops, torch.empty(16, 32, dtype=torch.bfloat16, device=device))
+    assert "must be K-major" in tma.tma_refuses(ops, torch.empty(16, 32, dtype=torch.bfloat16, device=device))
     big = torch.empty(16 * 65, dtype=torch.uint8, device=device).view(torch.float8_e4m3fn)
     a_off = big[1:1 + 16 * 64].view(16, 64)  # a view 1 byte past an aligned start
     a_off.copy_(a)
     ops = gemm.check_operands(a_off, b, sa, sb)
-    assert "starts 1 bytes past" in gemm.tma_refuses(ops, torch.empty(16, 32, dtype=torch.bfloat16, device=device))
+    assert "starts 1 bytes past" in tma.tma_refuses(ops, torch.empty(16, 32, dtype=torch.bfloat16, device=device))
 
 
 @pytest.mark.parametrize("M,K,N", [(1, 1, 1), (7, 13, 5), (32, 300, 32), (40, 300, 70), (97, 257, 131)]
@@ -515,7 +518,7 @@ def test_streamk_matches_float64(M, K, N, num_sms, gen, device):
     for precise in (False, True):
         for _ in range(2):  # the arrival counts reset themselves: a second run is right too
             out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-            gemm.launch_streamk(ops, out, precise, num_sms=num_sms, config=first(gemm.STREAMK_CONFIGS))
+            persistent.launch_streamk(ops, out, precise, num_sms=num_sms, config=first(persistent.STREAMK_CONFIGS))
             assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
     check_scaled_mm("streamk", a, b, sa, sb, ref, torch.float32, device)
 
@@ -529,12 +532,12 @@ def test_streamk_variants_match_float64(M, K, N, num_sms, tma, data_parallel, ge
     a, b, sa, sb = operands(M, K, N, "row", "tensor", gen, device)
     ref = fp8.reference_mm(a, b, sa, sb)
     ops = gemm.check_operands(a, b, sa, sb)
-    base = gemm.STREAMK_CONFIGS[0] if fp8.ON_GPU else gemm.STREAMK_INTERPRETER_CONFIG
-    config = gemm._skconfig(*(base.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), base.num_warps,
+    base = persistent.STREAMK_CONFIGS[0] if fp8.ON_GPU else persistent.STREAMK_INTERPRETER_CONFIG
+    config = persistent.streamk_config(*(base.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), base.num_warps,
                             base.num_stages, group_m=base.kwargs["GROUP_M"], data_parallel=data_parallel, tma=tma)
     for precise in (False, True):
         out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-        gemm.launch_streamk(ops, out, precise, num_sms=num_sms, config=config)
+        persistent.launch_streamk(ops, out, precise, num_sms=num_sms, config=config)
         assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
 
 
@@ -547,19 +550,19 @@ def test_streamk_lanes_match_float64(M, K, N, num_sms, gen, device):
     a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
     ref = fp8.reference_mm(a, b, sa, sb)
     ops = gemm.check_operands(a, b, sa, sb)
-    config = gemm.STREAMK_CONFIGS[1] if fp8.ON_GPU else gemm.STREAMK_INTERPRETER_CONFIG
+    config = persistent.STREAMK_CONFIGS[1] if fp8.ON_GPU else persistent.STREAMK_INTERPRETER_CONFIG
     assert not config.kwargs["DATA_PARALLEL"]
     rows = -(-M // config.kwargs["BLOCK_M"])
-    programs = gemm._programs(torch.empty(1, device=device), num_sms, config)
+    programs = host.programs(torch.empty(1, device=device), num_sms, config)
     if rows > programs:
         with pytest.raises(ValueError, match="a program per row of tiles"):
-            gemm.launch_streamk(ops, torch.empty(M, N, dtype=torch.bfloat16, device=device), False,
+            persistent.launch_streamk(ops, torch.empty(M, N, dtype=torch.bfloat16, device=device), False,
                                 num_sms=num_sms, config=config, lanes=True)
         return
     for precise in (False, True):
         for _ in range(2):  # the arrival counts reset themselves: a second run is right too
             out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-            gemm.launch_streamk(ops, out, precise, num_sms=num_sms, config=config, lanes=True)
+            persistent.launch_streamk(ops, out, precise, num_sms=num_sms, config=config, lanes=True)
             assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (precise, num_sms)
 
 
@@ -567,11 +570,11 @@ def test_streamk_lanes_need_a_configuration_without_data_parallel(gen, device):
     a, b, sa, sb = operands(40, 64, 40, "tensor", "tensor", gen, device)
     ops = gemm.check_operands(a, b, sa, sb)
     out = torch.empty(40, 40, dtype=torch.bfloat16, device=device)
-    base = gemm.STREAMK_INTERPRETER_CONFIG
-    parallel = gemm._skconfig(32, 32, 32, base.num_warps, base.num_stages, group_m=4, data_parallel=True)
+    base = persistent.STREAMK_INTERPRETER_CONFIG
+    parallel = persistent.streamk_config(32, 32, 32, base.num_warps, base.num_stages, group_m=4, data_parallel=True)
     for config in (None, parallel):
         with pytest.raises(ValueError, match="without DATA_PARALLEL"):
-            gemm.launch_streamk(ops, out, False, config=config, lanes=True)
+            persistent.launch_streamk(ops, out, False, config=config, lanes=True)
 
 
 def test_streamk_takes_tma_only_where_it_can(gen, device):
@@ -579,17 +582,20 @@ def test_streamk_takes_tma_only_where_it_can(gen, device):
     ops = gemm.check_operands(a, b, sa, sb)
     out = fp8.poison(torch.empty(16, 24, dtype=torch.bfloat16, device=device))
     with pytest.raises(ValueError, match="16-byte aligned rows"):
-        gemm.launch_streamk(ops, out, False, tma=True)
-    launch = gemm.launch_streamk(ops, out, False)  # falls back to pointers
+        persistent.launch_streamk(ops, out, False, tma=True)
+    launch = persistent.launch_streamk(ops, out, False)  # falls back to pointers
     assert not launch.config.kwargs["TMA"]
     assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
     a, b, sa, sb = operands(16, 48, 24, "row", "row", gen, device)
-    assert gemm.launch_streamk(gemm.check_operands(a, b, sa, sb), out, False).config.kwargs["TMA"]
+    assert persistent.launch_streamk(gemm.check_operands(a, b, sa, sb), out, False).config.kwargs["TMA"]
 
 
-CONFIG_LISTS = {"tiled": "TILED_CONFIGS", "persistent": "PERSISTENT_CONFIGS", "tma": "TMA_CONFIGS",
-                "streamk": "STREAMK_CONFIGS", "streamk-tma": "STREAMK_TMA_CONFIGS", "ws": "WS_CONFIGS",
-                "gluon": "GLUON_CONFIGS"}
+CONFIG_LISTS = {"tiled": tiled.TILED_CONFIGS, "persistent": persistent.PERSISTENT_CONFIGS, "tma": tma.TMA_CONFIGS,
+                "streamk": persistent.STREAMK_CONFIGS, "streamk-tma": persistent.STREAMK_TMA_CONFIGS,
+                "ws": ws.WS_CONFIGS, "gluon": ws_gluon.GLUON_CONFIGS}
+LAUNCHERS = {"tiled": tiled.launch_tiled, "persistent": persistent.launch_persistent,
+             "streamk": persistent.launch_streamk, "split": persistent.launch_split, "tma": tma.launch_tma,
+             "ws": ws.launch_ws, "gluon": ws_gluon.launch_gluon}
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="the interpreter runs one small configuration per kernel")
@@ -600,12 +606,12 @@ def test_every_configuration(kernel, gen, device):
     a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
     ref = fp8.reference_mm(a, b, sa, sb)
     ops = gemm.check_operands(a, b, sa, sb)
-    launch = getattr(gemm, f"launch_{kernel.split('-')[0]}")
-    for config in getattr(gemm, CONFIG_LISTS[kernel]):
+    launch = LAUNCHERS[kernel.split('-')[0]]
+    for config in CONFIG_LISTS[kernel]:
         for host in (False, True) if kernel == "tma" else (False,):  # launch_tma may choose either route
             out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
             launch(ops, out, False, config=config, **({"host_descriptors": True} if host else {}))
-            assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), (gemm.describe_config(config), host)
+            assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), (host.describe_config(config), host)
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="the routes are timed on a GPU")
@@ -618,12 +624,12 @@ def test_launch_tma_keeps_the_faster_route(gen, device):
         ops = gemm.check_operands(a, b, sa, sb)
         for _ in range(2):  # the second launch takes the recorded route
             out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
-            launch = gemm.launch_tma(ops, out, False)
+            launch = tma.launch_tma(ops, out, False)
             assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(out_dtype, False)
-        chosen = [t for t in gemm.tuned_configs() if t["kernel"] == "tma" and (t["M"], t["N"], t["K"]) == (M, N, K)
+        chosen = [t for t in C.tuned_configs() if t["kernel"] == "tma" and (t["M"], t["N"], t["K"]) == (M, N, K)
                   and t["dtypes"][-1] == str(out_dtype) and "host_descriptors" in t]
         assert len(chosen) == 1 and chosen[0]["config"].kwargs == launch.config.kwargs
-        assert gemm.tma_shared_bytes(launch.config, out.element_size()) <= schedule.SMEM_PER_PROGRAM_MAX
+        assert tma.tma_shared_bytes(launch.config, out.element_size()) <= schedule.SMEM_PER_PROGRAM_MAX
 
 
 @pytest.mark.parametrize("kernel", ["tiled", "persistent", "streamk", "tma", "ws", "auto"])
@@ -672,15 +678,15 @@ def test_pointer_kernels_get_unit_steps_where_offsets_would_pass_2_31():
     """A column-major a of 2^26 rows: K steps of 2^26 bytes overflow 32-bit offsets within a tile."""
     a = torch.empty(2**26 * 40, dtype=torch.uint8, device="meta").view(E4M3).as_strided((2**26, 40), (1, 2**26))
     b = torch.empty(40 * 16, dtype=torch.uint8, device="meta").view(E4M3).as_strided((40, 16), (1, 40))
-    ops = gemm.Operands(a, b, torch.ones((), device="meta"), torch.ones((), device="meta"), "tensor", "tensor")
-    safe, c = gemm._pointer_safe(ops, torch.empty(2**26, 16, device="meta"))
+    ops = host.Operands(a, b, torch.ones((), device="meta"), torch.ones((), device="meta"), "tensor", "tensor")
+    safe, c = host.pointer_safe(ops, torch.empty(2**26, 16, device="meta"))
     assert safe.a.stride() == (40, 1) and safe.b is b and c.shape == (2**26, 16)
     # a column-major output 32 x 2^27: steps of 32 elements along N, 2^27 of them, overflow too
     a2 = torch.empty(32, 40, dtype=E4M3, device="meta")
     b2 = torch.empty(2**27 * 40, dtype=torch.uint8, device="meta").view(E4M3).as_strided((40, 2**27), (1, 40))
     wide = torch.empty(2**27 * 32, dtype=torch.bfloat16, device="meta").as_strided((32, 2**27), (1, 32))
-    ops2 = gemm.Operands(a2, b2, ops.scale_a, ops.scale_b, "tensor", "tensor")
-    safe2, c = gemm._pointer_safe(ops2, wide)
+    ops2 = host.Operands(a2, b2, ops.scale_a, ops.scale_b, "tensor", "tensor")
+    safe2, c = host.pointer_safe(ops2, wide)
     assert safe2 is ops2 and c is not wide and c.stride() == (2**27, 1)
 
 
@@ -690,14 +696,14 @@ def test_tma_host_descriptors(M, K, N, halves, gen, device):
     """Descriptors built on the host and passed in compute the same thing as device-side ones."""
     a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
     ops = gemm.check_operands(a, b, sa, sb)
-    config = gemm.TMA_CONFIGS[0] if fp8.ON_GPU else gemm.TMA_INTERPRETER_CONFIG
-    config = gemm._tconfig(*(config.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), config.num_warps,
+    config = tma.TMA_CONFIGS[0] if fp8.ON_GPU else tma.TMA_INTERPRETER_CONFIG
+    config = tma.tma_config(*(config.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), config.num_warps,
                            config.num_stages, 1, halves=halves)
-    config = gemm.fit_tma_config(config, 2)  # one bf16 store needs more staging than halves: fewer stages
+    config = tma.fit_tma_config(config, 2)  # one bf16 store needs more staging than halves: fewer stages
     host = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
     device_side = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-    gemm.launch_tma(ops, host, False, config=config, host_descriptors=True)
-    gemm.launch_tma(ops, device_side, False, config=config)
+    tma.launch_tma(ops, host, False, config=config, host_descriptors=True)
+    tma.launch_tma(ops, device_side, False, config=config)
     assert fp8.rel_error(host, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
     assert torch.equal(host, device_side)
 
@@ -708,19 +714,19 @@ def test_persistent_launches_check_their_grid(kernel, device):
     a, b, sa, sb = _ops(device)
     ops = gemm.check_operands(a, b, sa, sb)
     out = torch.empty(8, 16, dtype=torch.bfloat16, device=device)
-    launch = getattr(gemm, f"launch_{kernel}")
+    launch = LAUNCHERS[kernel]
     for bad in (0, -1):
         with pytest.raises(ValueError, match="num_sms must be >= 1"):
             launch(ops, out, False, num_sms=bad)
     with pytest.raises(TypeError, match="num_sms must be an int"):
         launch(ops, out, False, num_sms=2.5)
     if kernel in ("persistent", "tma"):
-        maker = gemm._pconfig if kernel == "persistent" else gemm._tconfig
+        maker = persistent.persistent_config if kernel == "persistent" else tma.tma_config
         with pytest.raises(ValueError, match="PROGRAMS_PER_SM must be an int of at least 1"):
             launch(ops, out, False, config=maker(32, 32, 32, 4, 1, 0), num_sms=2)
     if kernel == "ws":
         with pytest.raises(ValueError, match="GROUP_M must be an int of at least 1"):
-            launch(ops, out, False, config=gemm._wsconfig(32, 32, 32, 1, group_m=0), num_sms=2)
+            launch(ops, out, False, config=ws.ws_config(32, 32, 32, 1, group_m=0), num_sms=2)
 
 
 def test_tma_configurations_are_cut_to_fit_shared_memory():
@@ -728,11 +734,11 @@ def test_tma_configurations_are_cut_to_fit_shared_memory():
     bf16, and the autotuner drops stages until the program fits (Triton refuses a launch that
     asks for more than the SM has)."""
     limit = schedule.SMEM_PER_PROGRAM_MAX
-    halves = gemm._tconfig(128, 256, 128, 8, 4, 1, halves=True)
-    assert gemm.tma_shared_bytes(halves, 2) == (192 + 32 + 1) * 1024 <= limit  # as compiled on the H200
-    assert gemm.fit_tma_config(halves, 2) is halves
-    fitted = gemm.fit_tma_config(halves, 4)
-    assert fitted.num_stages == 3 and gemm.tma_shared_bytes(fitted, 4) <= limit
+    halves = tma.tma_config(128, 256, 128, 8, 4, 1, halves=True)
+    assert tma.tma_shared_bytes(halves, 2) == (192 + 32 + 1) * 1024 <= limit  # as compiled on the H200
+    assert tma.fit_tma_config(halves, 2) is halves
+    fitted = tma.fit_tma_config(halves, 4)
+    assert fitted.num_stages == 3 and tma.tma_shared_bytes(fitted, 4) <= limit
     assert fitted.kwargs == halves.kwargs and fitted.num_warps == halves.num_warps
 
     class Out:
@@ -744,8 +750,8 @@ def test_tma_configurations_are_cut_to_fit_shared_memory():
 
     for size in (2, 4):
         for M in (16, 4096):
-            kept = gemm._prune_tma(gemm.TMA_CONFIGS + gemm.WS_CONFIGS, dict(M=M, N=4096, c_ptr=Out(size)))
-            assert kept and all(gemm.tma_shared_bytes(c, size) <= limit for c in kept)
+            kept = tma.prune_tma(tma.TMA_CONFIGS + ws.WS_CONFIGS, dict(M=M, N=4096, c_ptr=Out(size)))
+            assert kept and all(tma.tma_shared_bytes(c, size) <= limit for c in kept)
             if M == 16:  # no 128-row tile: the smallest one, not the last one listed
                 assert len(kept) == 1 and kept[0].kwargs["BLOCK_N"] == 128
 
@@ -759,20 +765,21 @@ def test_attach_configs_names_what_each_autotuner_chose(monkeypatch):
         def __init__(self, cache):
             self.cache = cache
 
-    tma, sk = gemm._tconfig(128, 256, 128, 8, 4, 1, halves=True), gemm._skconfig(128, 128, 128, 8, 6, tma=True)
-    tuners = {name: None for name in gemm._tuners()}
-    tuners["tma"] = Tuner({(512, 3072, 12288, True, True, False, "torch.float8_e4m3fn", "torch.bfloat16"): tma})
+    tma_cfg = tma.tma_config(128, 256, 128, 8, 4, 1, halves=True)
+    sk = persistent.streamk_config(128, 128, 128, 8, 6, tma=True)
+    tuners = {name: None for name in C._tuners()}
+    tuners["tma"] = Tuner({(512, 3072, 12288, True, True, False, "torch.float8_e4m3fn", "torch.bfloat16"): tma_cfg})
     tuners["streamk-tma"] = Tuner({(512, 3072, 12288, False, False, True, "torch.bfloat16"): sk,
-                                   (512, 3072, 12288, True, True, False, "torch.float32"): tma})
-    monkeypatch.setattr(gemm, "_tuners", lambda: tuners)
-    monkeypatch.setattr(gemm, "_tma_routes", {})  # what earlier tests on a GPU chose stays out
-    monkeypatch.setattr(gemm, "_gluon_choice", {})
+                                   (512, 3072, 12288, True, True, False, "torch.float32"): tma_cfg})
+    monkeypatch.setattr(C, "_tuners", lambda: tuners)
+    monkeypatch.setattr(tma, "ROUTES", {})  # what earlier tests on a GPU chose stays out
+    monkeypatch.setattr(ws_gluon, "CHOICES", {})
     records = [dict(contender="tma", recipe="row", accumulation="fast", M=512, N=3072, K=12288),
                dict(contender="streamk", recipe="tensor", accumulation="precise", M=512, N=3072, K=12288),
                dict(contender="tma", recipe="tensor", accumulation="fast", M=512, N=3072, K=12288),
                dict(contender="streamk", recipe="row", accumulation="fast", M=512, N=3072, K=12288)]
-    gemm.attach_configs(records)
-    assert records[0]["config"] == gemm.config_dict(tma) and records[0]["config"]["EPILOGUE_HALVES"]
+    C.attach_configs(records)
+    assert records[0]["config"] == host.config_dict(tma_cfg) and records[0]["config"]["EPILOGUE_HALVES"]
     assert records[1]["config"]["TMA"] and records[1]["config"]["num_stages"] == 6
     assert "config" not in records[2] and "config" not in records[3]  # a float32 output's choice is not a bf16 one
 
@@ -801,21 +808,21 @@ def test_a_failed_streamk_launch_drops_its_workspace(gen, device, monkeypatch):
     a, b, sa, sb = operands(40, 64, 56, "row", "row", gen, device)
     ops = gemm.check_operands(a, b, sa, sb)
     out = fp8.poison(torch.empty(40, 56, dtype=torch.bfloat16, device=device))
-    gemm.launch_streamk(ops, out, False, num_sms=3)
-    key = gemm._workspace_key(out.device)
-    gemm._workspaces[key][1].fill_(2)  # what an interrupted launch could leave
-    real = gemm._launch
+    persistent.launch_streamk(ops, out, False, num_sms=3)
+    key = host._workspace_key(out.device)
+    host._workspaces[key][1].fill_(2)  # what an interrupted launch could leave
+    real = host.launch
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(gemm, "_launch", interrupted)
+    monkeypatch.setattr(persistent, "launch", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        gemm.launch_streamk(ops, out, False, num_sms=3)
-    assert key not in gemm._workspaces
-    monkeypatch.setattr(gemm, "_launch", real)
+        persistent.launch_streamk(ops, out, False, num_sms=3)
+    assert key not in host._workspaces
+    monkeypatch.setattr(persistent, "launch", real)
     out = fp8.poison(out)
-    gemm.launch_streamk(ops, out, False, num_sms=3)
+    persistent.launch_streamk(ops, out, False, num_sms=3)
     assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
 
 
@@ -825,7 +832,7 @@ def test_streamk_tma_needs_only_aligned_operands(gen, device):
     a, b, sa, sb = operands(24, 64, 20, "row", "tensor", gen, device)
     ops = gemm.check_operands(a, b, sa, sb)
     out = fp8.poison(torch.empty(24, 20, dtype=torch.bfloat16, device=device))
-    assert gemm.launch_streamk(ops, out, False, tma=True).config.kwargs["TMA"]
+    assert persistent.launch_streamk(ops, out, False, tma=True).config.kwargs["TMA"]
     assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
 
 
@@ -847,13 +854,13 @@ def test_a_bad_configuration_is_refused_before_triton(kernel, change, exc, match
     unwritten (GROUP_M = 0), raises a clear error instead."""
     a, b, sa, sb = _ops(device)
     ops = gemm.check_operands(a, b, sa, sb)
-    base = {"tiled": gemm.INTERPRETER_CONFIG, "persistent": gemm.PERSISTENT_INTERPRETER_CONFIG,
-            "streamk": gemm.STREAMK_INTERPRETER_CONFIG, "split": gemm.SPLIT_INTERPRETER_CONFIG,
-            "tma": gemm.TMA_INTERPRETER_CONFIG}[kernel]
+    base = {"tiled": tiled.INTERPRETER_CONFIG, "persistent": persistent.PERSISTENT_INTERPRETER_CONFIG,
+            "streamk": persistent.STREAMK_INTERPRETER_CONFIG, "split": persistent.SPLIT_INTERPRETER_CONFIG,
+            "tma": tma.TMA_INTERPRETER_CONFIG}[kernel]
     config = triton.Config(dict(base.kwargs, **change), num_warps=base.num_warps, num_stages=base.num_stages)
     out = fp8.poison(torch.empty(8, 16, dtype=torch.bfloat16, device=device))
     with pytest.raises(exc, match=match):
-        getattr(gemm, f"launch_{kernel}")(ops, out, False, config=config)
+        LAUNCHERS[kernel](ops, out, False, config=config)
 
 
 def test_bad_options_are_refused(gen, device):
@@ -861,11 +868,11 @@ def test_bad_options_are_refused(gen, device):
     ops = gemm.check_operands(a, b, sa, sb)
     out = torch.empty(16, 16, dtype=torch.bfloat16, device=device)
     with pytest.raises(TypeError, match="split_k must be an int"):
-        gemm.launch_tiled(ops, out, False, split_k=2.5)
+        tiled.launch_tiled(ops, out, False, split_k=2.5)
     with pytest.raises(TypeError, match="precise must be True or False"):
         fp8.scaled_mm(a, b, sa, sb, precise="no")
     with pytest.raises(ValueError, match="contradicts the configuration"):
-        gemm.launch_streamk(ops, out, False, config=gemm.STREAMK_INTERPRETER_CONFIG, tma=True)
+        persistent.launch_streamk(ops, out, False, config=persistent.STREAMK_INTERPRETER_CONFIG, tma=True)
 
 
 def test_expanded_operands_go_through_pointers(gen, device):
@@ -892,8 +899,8 @@ def test_split_in_step_matches_float64(M, K, N, tma, num_sms, gen, device):
     a, b, sa, sb = operands(M, K, N, "row", "tensor", gen, device)
     ref = fp8.reference_mm(a, b, sa, sb)
     ops = gemm.check_operands(a, b, sa, sb)
-    base = gemm.SPLIT_CONFIGS[1 if tma else 0] if fp8.ON_GPU else gemm.SPLIT_INTERPRETER_CONFIG
-    config = gemm._spconfig(*(base.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), base.num_warps,
+    base = persistent.SPLIT_CONFIGS[1 if tma else 0] if fp8.ON_GPU else persistent.SPLIT_INTERPRETER_CONFIG
+    config = persistent.split_config(*(base.kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")), base.num_warps,
                             base.num_stages, group_m=base.kwargs["GROUP_M"], tma=tma)
     tiles = -(-M // config.kwargs["BLOCK_M"]) * -(-N // config.kwargs["BLOCK_N"])
     k_blocks = -(-K // config.kwargs["BLOCK_K"])
@@ -902,7 +909,7 @@ def test_split_in_step_matches_float64(M, K, N, tma, num_sms, gen, device):
         for precise in (False, True):
             for _ in range(2):
                 out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-                gemm.launch_split(ops, out, precise, num_sms=num_sms, config=config, plan=plan)
+                persistent.launch_split(ops, out, precise, num_sms=num_sms, config=config, plan=plan)
                 assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, precise), (plan, precise, num_sms)
 
 
@@ -910,16 +917,16 @@ def test_split_refuses_tma_where_it_cannot_and_bad_plans(gen, device):
     a, b, sa, sb = operands(16, 40, 24, "row", "row", gen, device)  # rows of 40 bytes: no TMA
     ops = gemm.check_operands(a, b, sa, sb)
     out = fp8.poison(torch.empty(16, 24, dtype=torch.bfloat16, device=device))
-    tma = gemm._spconfig(32, 32, 32, 4, 1, group_m=4, tma=True)
+    tma = persistent.split_config(32, 32, 32, 4, 1, group_m=4, tma=True)
     with pytest.raises(ValueError, match="16-byte aligned rows"):
-        gemm.launch_split(ops, out, False, config=tma)
-    gemm.launch_split(ops, out, False)  # without a configuration: through pointers
+        persistent.launch_split(ops, out, False, config=tma)
+    persistent.launch_split(ops, out, False)  # without a configuration: through pointers
     assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
-    config = gemm.SPLIT_INTERPRETER_CONFIG  # 16 x 24 is one tile of 32 x 32; K = 40 is two blocks
+    config = persistent.SPLIT_INTERPRETER_CONFIG  # 16 x 24 is one tile of 32 x 32; K = 40 is two blocks
     for plan, match in [((1, 1), "whole tiles must be an int from 0 to 0"), ((0, 3), "pieces must be an int from 1 to 2"),
                         ((0, 0), "pieces must be"), ((0, 1.5), "pieces must be"), ((True, 1), "whole tiles must be")]:
         with pytest.raises(ValueError, match=match):
-            gemm.launch_split(ops, out, False, config=config, plan=plan)
+            persistent.launch_split(ops, out, False, config=config, plan=plan)
 
 
 def test_split_plan():
@@ -927,15 +934,15 @@ def test_split_plan():
     wave that fills the SMs is not split, and a short grid with a long K is."""
     for tiles, k_blocks, programs in [(1, 1, 132), (96, 96, 132), (132, 96, 132), (432, 96, 132), (2048, 64, 132),
                                       (7, 3, 3), (5, 200, 4)]:
-        whole, split = gemm.split_plan(tiles, k_blocks, programs)
+        whole, split = persistent.split_plan(tiles, k_blocks, programs)
         assert 0 <= whole < tiles and whole % programs == 0 and 1 <= split <= min(8, k_blocks)
-    assert gemm.split_plan(132, 96, 132) == (0, 1)
-    assert gemm.split_plan(96, 96, 132) == (0, 1)  # 4 pieces: 3 rounds of 24 + 26 steps, more than 96
-    assert gemm.split_plan(432, 96, 132) == (396, 3)  # 3 waves whole, the last 36 tiles in 3 pieces
-    assert gemm.split_plan(8, 4, 4) == (4, 1)  # a tie: the more whole tiles
+    assert persistent.split_plan(132, 96, 132) == (0, 1)
+    assert persistent.split_plan(96, 96, 132) == (0, 1)  # 4 pieces: 3 rounds of 24 + 26 steps, more than 96
+    assert persistent.split_plan(432, 96, 132) == (396, 3)  # 3 waves whole, the last 36 tiles in 3 pieces
+    assert persistent.split_plan(8, 4, 4) == (4, 1)  # a tie: the more whole tiles
     for bad in (0, -1, 2.0, True):
         with pytest.raises(ValueError, match="must be an int of at least 1"):
-            gemm.split_plan(96, 96, bad)
+            persistent.split_plan(96, 96, bad)
 
 
 @pytest.mark.parametrize("kernel", ["tiled", "persistent", "streamk", "split", "tma"])
@@ -949,7 +956,7 @@ def test_launches_refuse_block_wise_scales(kernel, gen, device):
     ops = gemm.check_operands(a, wq.t(), sa, sw.t())
     out = torch.empty(8, 128, dtype=torch.bfloat16, device=device)
     with pytest.raises(ValueError, match="per-tensor and per-row scales only"):
-        getattr(gemm, f"launch_{kernel}")(ops, out, False)
+        LAUNCHERS[kernel](ops, out, False)
 
 
 def test_split_refuses_foreign_configurations_and_plans(gen, device):
@@ -957,10 +964,10 @@ def test_split_refuses_foreign_configurations_and_plans(gen, device):
     ops = gemm.check_operands(a, b, sa, sb)
     out = torch.empty(16, 24, dtype=torch.bfloat16, device=device)
     with pytest.raises(ValueError, match="launch_split takes configurations"):
-        gemm.launch_split(ops, out, False, config=gemm.STREAMK_INTERPRETER_CONFIG)
+        persistent.launch_split(ops, out, False, config=persistent.STREAMK_INTERPRETER_CONFIG)
     for plan in (3, (0, 1, 2)):
         with pytest.raises(TypeError, match="plan must be"):
-            gemm.launch_split(ops, out, False, plan=plan)
+            persistent.launch_split(ops, out, False, plan=plan)
 
 
 def test_streamk_and_split_share_their_workspace(gen, device):
@@ -968,19 +975,164 @@ def test_streamk_and_split_share_their_workspace(gen, device):
     a, b, sa, sb = operands(200, 400, 264, "row", "tensor", gen, device)  # 6 tiles, 4 K blocks on a GPU
     ref = fp8.reference_mm(a, b, sa, sb)
     ops = gemm.check_operands(a, b, sa, sb)
-    for launch, kw in [(gemm.launch_streamk, {}), (gemm.launch_split, dict(plan=(0, 3))), (gemm.launch_streamk, {}),
-                       (gemm.launch_split, dict(plan=(1, 2)))]:
+    for launch, kw in [(persistent.launch_streamk, {}), (persistent.launch_split, dict(plan=(0, 3))), (persistent.launch_streamk, {}),
+                       (persistent.launch_split, dict(plan=(1, 2)))]:
         out = fp8.poison(torch.empty(200, 264, dtype=torch.bfloat16, device=device))
         launch(ops, out, False, num_sms=3, **kw)
         assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), launch.__name__
-    assert int(gemm._workspaces[gemm._workspace_key(out.device)][1].abs().sum()) == 0
+    assert int(host._workspaces[host._workspace_key(out.device)][1].abs().sum()) == 0
 
 
 def test_fixed_launch_returns_its_output(device):
-    from fp8_tutorial import contenders as C
+    from fp8_tutorial.measure import contenders as C
 
     p = C.make_problem(40, 64, 24, "row", device=device, seed=1)
-    run = gemm.fixed_launch(gemm.launch_persistent, p, num_sms=2)
+    run = C.fixed_launch(persistent.launch_persistent, p, num_sms=2)
     out = run()
     assert out.shape == (40, 24) and out.dtype == torch.bfloat16 and run() is out
     assert fp8.rel_error(out, p.reference) < tolerance(torch.bfloat16, False)
+
+
+# ---- the plan per problem, the torch operator, the layout ----------------------------------------
+
+def test_a_plan_is_kept_per_signature_and_later_calls_are_still_checked(gen, device):
+    """The first call of a signature keeps a plan; the next calls of it reuse the plan and are as
+    right as the first (fresh inputs, poisoned outputs); another layout, dtype or shape is another
+    signature, checked in full."""
+    M, K, N = (1000, 1040, 1000) if fp8.ON_GPU else (40, 64, 24)
+    for recipes in [("row", "row"), ("tensor", "tensor"), ("tensor", "row")]:
+        a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+        for _ in range(3):
+            a, b, sa, sb = operands(M, K, N, *recipes, gen, device)  # new data, same signature
+            out = fp8.scaled_mm(a, b, sa, sb)
+            assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+            given = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+            assert fp8.scaled_mm(a, b, sa, sb, out=given) is given
+            assert fp8.rel_error(given, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+        plan = gemm.plan_of(a, b, sa, sb)
+        assert plan is not None and plan.kernel == gemm.choose(a, b, sa, sb)[0]
+    # the same shapes with what the checks refuse: each a new signature, so each is checked
+    with pytest.raises(TypeError, match="float32"):
+        fp8.scaled_mm(a, b, sa.double(), sb)
+    with pytest.raises(ValueError, match="out must be"):
+        fp8.scaled_mm(a, b, sa, sb, out=torch.empty(M, N + 1, dtype=torch.bfloat16, device=device))
+    with pytest.raises(ValueError, match="share memory"):
+        fp8.scaled_mm(a, b, sa, sb, out=torch.empty(1, N, dtype=torch.bfloat16, device=device).expand(M, N))
+    with pytest.raises(TypeError, match="precise must be"):
+        fp8.scaled_mm(a, b, sa, sb, precise=1)
+    with pytest.raises(TypeError, match="a must be a torch.Tensor"):
+        fp8.scaled_mm(a.tolist(), b, sa, sb)
+    with pytest.raises(TypeError, match="kernel must be a name"):
+        fp8.scaled_mm(a, b, sa, sb, kernel=["gluon"])
+    # a row-major b (a new stride) gets a plan of its own, and a right answer
+    b_rows = b.contiguous()
+    out = fp8.scaled_mm(a, b_rows, sa, sb)
+    assert fp8.rel_error(out, fp8.reference_mm(a, b_rows, sa, sb)) < tolerance(torch.bfloat16, False)
+    assert gemm.plan_of(a, b_rows, sa, sb) is not gemm.plan_of(a, b, sa, sb)
+
+
+def test_a_plan_packs_strided_scales_on_every_call(gen, device):
+    """Per-row scales given as strided views are packed on every call, not read from the wrong
+    places by a plan made for them."""
+    M, K, N = (1000, 1040, 1000) if fp8.ON_GPU else (40, 64, 24)
+    for _ in range(2):
+        a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
+        sa_strided = torch.empty(M, 2, device=device)[:, :1]
+        sa_strided.copy_(sa)
+        out = fp8.scaled_mm(a, b, sa_strided, sb)
+        assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="the Gluon kernels need a Hopper GPU")
+@pytest.mark.parametrize("index", range(len(ws_gluon.GLUON_CONFIGS)))
+def test_gluon_plans_launch_every_configuration_directly(index, gen, device):
+    """The plan's direct launch (``host.Direct``) of every Gluon configuration, split tails among
+    them, is as right as the JIT's: each configuration forced as the problem's choice, then called
+    through scaled_mm three times with fresh inputs and poisoned outputs."""
+    M, K, N = 1000, 1040, 1000 if index < 8 else 3000  # split configurations cut tiles at N = 3000
+    for recipes, precise in [(("row", "row"), False), (("tensor", "row"), True)]:
+        a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+        cfg = ws_gluon.fit_gluon_config(ws_gluon.GLUON_CONFIGS[index], 2)
+        key = (M, N, K, recipes[0] == "row", recipes[1] == "row", precise, host.sm_count(a.device), a.dtype,
+               torch.bfloat16)
+        ws_gluon.CHOICES[key] = cfg
+        gemm.PLANS.clear()
+        for _ in range(3):
+            a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+            out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+            fp8.scaled_mm(a, b, sa, sb, precise=precise, out=out)
+            assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, precise), cfg
+        plan = gemm.plan_of(a, b, sa, sb, precise=precise, out=out)
+        assert plan.kernel == "gluon" and plan.config is cfg
+        del ws_gluon.CHOICES[key]
+
+
+def _fp8_mlp(device, gen):
+    """A two-layer FP8 MLP as a model would write it: weights quantized per row once, the input
+    quantized per row in torch, the hidden activation with a fixed (calibrated) per-tensor scale."""
+    w1, w2 = torch.randn(96, 64, generator=gen).to(device), torch.randn(32, 96, generator=gen).to(device)
+    (q1, s1), (q2, s2) = fp8.quantize(w1, "row"), fp8.quantize(w2, "row")
+    s_h = torch.tensor(8.0, device=device)
+
+    def mlp(x):
+        amax = x.float().abs().amax(dim=1, keepdim=True)
+        a = (x.float() * (448.0 / amax)).clamp(-448, 448).to(torch.float8_e4m3fn)
+        h = torch.relu(fp8.scaled_mm(a, q1.t(), amax / 448.0, s1.t()))
+        hq = (h.float() / s_h).clamp(-448, 448).to(torch.float8_e4m3fn)
+        return fp8.scaled_mm(hq, q2.t(), s_h, s2.t())
+    return mlp
+
+
+def test_compiled_fp8_mlp_matches_eager_exactly(gen, device):
+    """``torch.compile(fullgraph=True)`` traces scaled_mm as one operator (its fake implementation
+    gives the shape), and the compiled MLP's output is the eager one, bit for bit."""
+    mlp = _fp8_mlp(device, gen)
+    x = torch.randn(48, 64, generator=gen).to(device, torch.bfloat16)
+    torch._dynamo.reset()
+    compiled = torch.compile(mlp, fullgraph=True)
+    assert torch.equal(compiled(x), mlp(x))
+    x = torch.randn(48, 64, generator=gen).to(device, torch.bfloat16)  # a second call, new data
+    assert torch.equal(compiled(x), mlp(x))
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="CUDA graphs need a GPU")
+def test_reduce_overhead_captures_scaled_mm_in_a_cuda_graph(gen, device):
+    """``mode="reduce-overhead"`` captures the operator in a CUDA graph; replays match eager."""
+    mlp = _fp8_mlp(device, gen)
+    torch._dynamo.reset()
+    compiled = torch.compile(mlp, mode="reduce-overhead", fullgraph=True)
+    for _ in range(4):  # warm-up runs, then the graph is recorded and replayed
+        x = torch.randn(48, 64, generator=gen).to(device, torch.bfloat16)
+        assert torch.equal(compiled(x), mlp(x))
+
+
+def test_the_operator_refuses_bad_input_at_trace_time(gen, device):
+    """The fake implementation runs the checks that need no data, so a compiled call with a wrong
+    scale fails with the same clear error as an eager one."""
+    a, b, sa, sb = operands(16, 32, 16, "row", "row", gen, device)
+    with pytest.raises(Exception, match="scale_a has shape"):
+        torch.ops.fp8_tutorial.scaled_mm(a, b, sa[:8], sb, torch.bfloat16, "auto", False)
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="scale_a has shape"):
+        torch.compile(lambda a, b, sa, sb: fp8.scaled_mm(a, b, sa, sb), fullgraph=True)(a, b, sa[:8], sb)
+
+
+def test_what_a_model_imports_holds_no_measuring_code():
+    """``import fp8_tutorial`` and a call of scaled_mm load neither the harness nor the scoreboard
+    (``fp8_tutorial.measure``), and no kernel module imports the entry module."""
+    import ast
+    import pathlib
+    import subprocess
+    import sys
+
+    code = ("import sys, torch, fp8_tutorial as fp8\n"
+            "x = torch.randn(8, 32); a, s = fp8.quantize(x, 'row')\n"
+            "if not fp8.ON_GPU: fp8.scaled_mm(a, a.t(), s, s.t())\n"
+            "print([m for m in sys.modules if m.startswith('fp8_tutorial.measure')])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    for path in (pathlib.Path(gemm.__file__).parent / "kernels").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module not in ("gemm",) and not (node.level >= 2 and node.module == "gemm"), path

@@ -1,10 +1,10 @@
-"""fp8_tutorial.results: file names and round trips."""
+"""fp8_tutorial.measure.results: file names and round trips."""
 
 import json
 
 import pytest
 
-from fp8_tutorial import results
+from fp8_tutorial.measure import results
 
 
 @pytest.mark.parametrize("name,slug", [("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100"),

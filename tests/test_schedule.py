@@ -1,11 +1,11 @@
-"""fp8_tutorial.schedule: the Python mirror of the tile order agrees with the Triton helper."""
+"""fp8_tutorial.measure.schedule: the Python mirror of the tile order agrees with the Triton helper."""
 
 import pytest
 import torch
 import triton
 import triton.language as tl
 
-from fp8_tutorial import schedule
+from fp8_tutorial.measure import schedule
 from fp8_tutorial.kernels.common import grouped_tile
 
 

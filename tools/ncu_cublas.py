@@ -5,7 +5,7 @@ cudaProfilerStop, which is all that ncu --profile-from-start off sees; the cells
 against float64 are printed last."""
 from _ncu import profile_once
 from fp8_tutorial import checks
-from fp8_tutorial import contenders as C
+from fp8_tutorial.measure import contenders as C
 
 CELLS = [(shape, recipe) for shape in C.SEED_SHAPES + [(8192, 8192, 8192)] for recipe in ("tensor", "row")]
 

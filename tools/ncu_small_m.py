@@ -4,6 +4,7 @@ twice (compile, then profiled), and its error against float64 is printed."""
 import os
 import torch
 from fp8_tutorial import gemm, checks
+from fp8_tutorial.kernels import persistent
 
 v = os.environ["VARIANT"]
 if v not in ("persistent", "whole132", "split4", "streamk132", "streamk132lanes"):
@@ -15,10 +16,10 @@ ops = gemm.check_operands(a, b, sa, sb)
 out = torch.empty(512, N, dtype=torch.bfloat16, device="cuda")
 for _ in range(2):
     if v in ("persistent", "whole132"):
-        gemm.launch_persistent(ops, out, False, config=gemm._pconfig(128, 128, 128, 4, 6, 1))
+        persistent.launch_persistent(ops, out, False, config=persistent.persistent_config(128, 128, 128, 4, 6, 1))
     elif v == "split4":
-        gemm.launch_split(ops, out, False, config=gemm._spconfig(128, 128, 128, 4, 6), plan=(0, 4))
+        persistent.launch_split(ops, out, False, config=persistent.split_config(128, 128, 128, 4, 6), plan=(0, 4))
     else:  # streamk132, streamk132lanes
-        gemm.launch_streamk(ops, out, False, config=gemm._skconfig(128, 128, 128, 4, 6), lanes=v.endswith("lanes"))
+        persistent.launch_streamk(ops, out, False, config=persistent.streamk_config(128, 128, 128, 4, 6), lanes=v.endswith("lanes"))
     torch.cuda.synchronize()
 print(v, "error", checks.rel_error(out, checks.reference_mm(a, b, sa, sb)))

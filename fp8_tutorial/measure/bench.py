@@ -167,12 +167,13 @@ class ApiRecord:
 
     def __str__(self) -> str:
         rate = f"  {self.tflops:8.1f} TFLOP/s" if self.tflops is not None else ""
-        return (f"{self.name:<28} {self.median_us:9.1f} us per call (p10-p90 {self.p10_us:.1f}-{self.p90_us:.1f}), "
-                f"host {self.host_us:7.1f} us per call" + rate)
+        return (f"{self.name:<28} {self.median_us:9.1f} us per call (p10-p90 {self.p10_us:.1f}-"
+                f"{self.p90_us:.1f}), host {self.host_us:7.1f} us per call" + rate)
 
 
-def api_benchmark(contenders: Mapping[str, Callable[[], Any]], *, flops: float | Mapping[str, float] | None = None,
-                  calls: int = 50, rounds: int = 10, warmup: int = 3) -> dict[str, ApiRecord]:
+def api_benchmark(contenders: Mapping[str, Callable[[], Any]], *,
+                  flops: float | Mapping[str, float] | None = None, calls: int = 50, rounds: int = 10,
+                  warmup: int = 3) -> dict[str, ApiRecord]:
     """Time each zero-argument callable as a model calls it, interleaved round by round, and return
     an ApiRecord per name.
 

@@ -137,15 +137,15 @@ def _api_contenders(p: C.Problem, accumulation: str, preallocated: bool) -> dict
     (the registered baseline) on problem ``p``, by key; bf16 has the baseline only."""
     from .. import scaled_mm
 
-    fns = {f"{C.BASELINE}/{p.recipe}/{accumulation}": C.REGISTRY[f"{C.BASELINE}/{p.recipe}/{accumulation}"].build(p)}
+    tail = f"{p.recipe}/{accumulation}"
+    fns = {f"{C.BASELINE}/{tail}": C.REGISTRY[f"{C.BASELINE}/{tail}"].build(p)}
     if p.recipe == "bf16":
         return fns
     precise = accumulation == "precise"
-    fns[f"scaled_mm/{p.recipe}/{accumulation}"] = lambda: scaled_mm(p.a, p.b, p.scale_a, p.scale_b, precise=precise)
+    fns[f"scaled_mm/{tail}"] = lambda: scaled_mm(p.a, p.b, p.scale_a, p.scale_b, precise=precise)
     if preallocated:
         out = torch.empty(p.M, p.N, dtype=torch.bfloat16, device=p.a.device)
-        fns[f"scaled_mm_out/{p.recipe}/{accumulation}"] = (
-            lambda: scaled_mm(p.a, p.b, p.scale_a, p.scale_b, precise=precise, out=out))
+        fns[f"scaled_mm_out/{tail}"] = lambda: scaled_mm(p.a, p.b, p.scale_a, p.scale_b, precise=precise, out=out)
     return fns
 
 
@@ -282,7 +282,8 @@ def measure_or_load(shapes, names, recipes=("tensor", "row"), accumulations=("fa
     wanted = {shape_name(*s) for s in shapes}
     keep = [r for r in saved["records"] if r["contender"] in names and r["recipe"] in recipes
             and r["accumulation"] in accumulations and r["shape"] in wanted]
-    return {**saved, "records": keep}, "recorded on " + results.provenance(saved)
+    kernel_part = {k: v for k, v in saved.items() if k != "api"}  # a chapter's scoreboard is of kernels
+    return {**kernel_part, "records": keep}, "recorded on " + results.provenance(saved)
 
 
 def _shapes_in_order(records):
@@ -303,15 +304,16 @@ def _columns(records):
                                        k.split("/")[2], k.split("/")[0] != C.BASELINE, order[k]))
 
 
+def report(data: dict) -> str:
+    """What ``report`` and ``bench`` print: the kernel records' ``table`` and, where the file holds
+    API records (``run_api``), their ``api_table`` after it."""
+    if not data.get("api", {}).get("records"):
+        return table(data)
+    return "\n\n".join(([table(data)] if data["records"] else []) + [api_table(data)])
+
+
 def table(data: dict) -> str:
-    """A markdown table: one row per shape, one column per contender; TFLOP/s, x cuBLAS, rel. error.
-    A file with API records (``run_api``) gets their table too (``api_table``), after this one."""
-    if data.get("api", {}).get("records"):
-        return "\n\n".join(([_kernel_table(data)] if data["records"] else []) + [api_table(data)])
-    return _kernel_table(data)
-
-
-def _kernel_table(data: dict) -> str:
+    """A markdown table: one row per shape, one column per contender; TFLOP/s, x cuBLAS, rel. error."""
     env = data["environment"]
     records = data["records"]
     cols = _columns(records)
@@ -347,31 +349,30 @@ def api_table(data: dict) -> str:
     same run) and the host's time per call; the geometric mean of each contender's ratios below."""
     api = data["api"]
     env, settings, records = api["environment"], api["settings"], api["records"]
-    names = list(dict.fromkeys(r["contender"] for r in records if r["contender"] != C.BASELINE)) + [C.BASELINE]
+    heads = {name: [f"{name}: us/call", "x cuBLAS", "host us/call"] for name in dict.fromkeys(
+        r["contender"] for r in records if r["contender"] != C.BASELINE)}
+    heads[C.BASELINE] = ["cuBLAS: us/call", "host us/call"]
+    columns = [h for head in heads.values() for h in head]
     shapes = _shapes_in_order(records)
     rows = sorted({(r["shape"], r["recipe"], r["accumulation"]) for r in records},
                   key=lambda row: (shapes.index(row[0]), C.RECIPES.index(row[1]), row[2]))
     by = {(r["shape"], r["key"]): r for r in records}
-    head = [f"{'cuBLAS' if n == C.BASELINE else n}: us/call" + (" | x cuBLAS" if n != C.BASELINE else "")
-            + " | host us/call" for n in names]
     lines = [f"As a model calls it, measured on {env['gpu']} ({env['date']}; torch {env['torch']}, Triton "
              f"{env['triton']}): {settings['calls']} calls back to back, no L2 flush, median of "
-             f"{settings['rounds']} batches. us/call: time per call of the batch (CUDA events); host us/call: "
-             "the host's time to issue one call, the GPU kept busy; cuBLAS: torch._scaled_mm (torch.mm for bf16).",
-             "", "| M x K x N | recipe | " + " | ".join(head) + " |",
-             "|---|---|" + "---:|" * sum(h.count("|") + 1 for h in head)]
+             f"{settings['rounds']} batches. us/call: time per call of the batch (CUDA events); host "
+             "us/call: the host's time to issue one call, the GPU kept busy; cuBLAS: torch._scaled_mm "
+             "(torch.mm for bf16).",
+             "", "| M x K x N | recipe | " + " | ".join(columns) + " |", "|---|---|" + "---:|" * len(columns)]
     for shape, recipe, acc in rows:
         cells = []
-        for name in names:
+        for name, head in heads.items():
             r = by.get((shape, f"{name}/{recipe}/{acc}"))
-            width = 2 if name == C.BASELINE else 3
-            if r is None or "error" in r:
-                cells += ["" if r is None else "n/a"] + [""] * (width - 1)
-            elif not r.get("ok", True):
-                cells += [f"WRONG {r['rel_error']:.1e}"] + [""] * (width - 1)
+            if r is None or "error" in r or not r.get("ok", True):
+                first = "" if r is None else "n/a" if "error" in r else f"WRONG {r['rel_error']:.1e}"
+                cells += [first] + [""] * (len(head) - 1)
             else:
-                ratio = [f"{r['ratio']:.2f}x" if r.get("ratio") is not None else ""] if width == 3 else []
-                cells += [f"{r['median_us']:.1f}"] + ratio + [f"{r['host_us']:.1f}"]
+                ratio = "" if r.get("ratio") is None else f"{r['ratio']:.2f}x"
+                cells += [f"{r['median_us']:.1f}"] + ([] if name == C.BASELINE else [ratio]) + [f"{r['host_us']:.1f}"]
         lines.append(f"| {shape} | {recipe}/{acc} | " + " | ".join(cells) + " |")
     ratios = {}
     for r in records:
