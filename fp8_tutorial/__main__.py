@@ -13,14 +13,16 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("env", help="print the environment report (GPU, versions, execution mode)")
     p = sub.add_parser("bench", help="time registered contenders against cuBLAS (needs a GPU)",
                        description="Check every selected contender against float64 and time it against the cuBLAS "
-                                   "contender of the same recipe and accumulation, interleaved in one run.")
+                                   "contender of the same recipe and accumulation, interleaved in one run; with "
+                                   "--api, time fp8_tutorial.scaled_mm against cuBLAS as a model calls them.")
     p.add_argument("--seed-shapes", action="store_true",
                    help="the reference script's eight shapes (default when no shape option is given)")
     p.add_argument("--square", type=int, nargs="*", default=[], metavar="S",
                    help="square shapes S x S x S (default with no shape option: 8192)")
     p.add_argument("--shape", nargs="*", default=[], metavar="MxKxN", help="explicit shapes, e.g. 4608x12288x3072")
     p.add_argument("--model-shapes", action="store_true",
-                   help="30 projections of Llama-3-8B, Llama-3-70B and DeepSeek-V3, M from 1 to 16384")
+                   help="30 cells of the projections of Llama-3-8B, Llama-3-70B and DeepSeek-V3, M from 1 to "
+                        "16384 (scoreboard.MODEL_SHAPES)")
     p.add_argument("--api", action="store_true",
                    help="time the public API as a model calls it: fp8_tutorial.scaled_mm against "
                         "torch._scaled_mm (torch.mm for bf16), calls back to back, and the host's time per call")
@@ -106,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 def _bench(args) -> int:
     from . import ON_GPU
     from .measure import contenders, results, scoreboard
+    from .measure.bench import MAX_CALLS
 
     if args.list:
         for c in contenders.REGISTRY.values():
@@ -126,8 +129,8 @@ def _bench(args) -> int:
         raise ValueError("--preallocated and --calls go with --api")
     reps = args.reps if args.reps is not None else 10 if args.api else 30
     calls = args.calls if args.calls is not None else 50
-    if reps < 1 or calls < 1:
-        raise ValueError(f"--reps and --calls must be at least 1, got {reps} and {calls}")
+    if reps < 1 or not 1 <= calls <= MAX_CALLS:
+        raise ValueError(f"--reps must be at least 1 and --calls 1 to {MAX_CALLS}, got {reps} and {calls}")
     if not ON_GPU:
         print("bench needs a CUDA GPU: this machine has none, and timing Triton's interpreter on a CPU would say "
               "nothing about the kernels. `python -m fp8_tutorial report results/h200.json` shows the recorded "

@@ -38,7 +38,8 @@ PRINTED_MODULES = {"gemm": "fp8_tutorial.gemm", "quant": "fp8_tutorial.quant", "
                    "common": "fp8_tutorial.kernels.common", "tiled": "fp8_tutorial.kernels.tiled",
                    "persistent": "fp8_tutorial.kernels.persistent", "tma": "fp8_tutorial.kernels.tma",
                    "ws": "fp8_tutorial.kernels.ws", "ws_gluon": "fp8_tutorial.kernels.ws_gluon",
-                   "ablation": "fp8_tutorial.kernels.ablation"}
+                   "ablation": "fp8_tutorial.kernels.ablation", "host": "fp8_tutorial.kernels.host",
+                   "contenders": "fp8_tutorial.measure.contenders", "C": "fp8_tutorial.measure.contenders"}
 
 
 def test_printed_sources_are_the_package_s():

@@ -1,4 +1,4 @@
-"""fp8_tutorial.scoreboard and the bench / report commands."""
+"""fp8_tutorial.measure.scoreboard and the bench / report commands."""
 
 import json
 import subprocess
@@ -7,8 +7,8 @@ import sys
 import pytest
 
 import fp8_tutorial as fp8
-from fp8_tutorial import contenders as C
-from fp8_tutorial import scoreboard
+from fp8_tutorial.measure import contenders as C
+from fp8_tutorial.measure import scoreboard
 from fp8_tutorial.book import ROOT
 
 RECORDED = ROOT / "results" / "h200.json"
@@ -140,6 +140,20 @@ def test_bench_command_on_gpu(tmp_path):
             assert r["ratio"] == pytest.approx(1.0)
 
 
+@pytest.mark.skipif(not fp8.ON_GPU, reason="timing needs a GPU")
+def test_bench_api_command_on_gpu(tmp_path):
+    target = tmp_path / "api.json"
+    out = _cmd("bench", "--api", "--shape", "256x256x256", "16x512x256", "--reps", "2", "--calls", "5",
+               "--preallocated", "--output", str(target))
+    assert out.returncode == 0, out.stderr
+    data = scoreboard.load(target)
+    assert data["records"] == [] and data["api"]["settings"]["calls"] == 5 and "As a model calls it" in out.stdout
+    measured = [r for r in data["api"]["records"] if "error" not in r]
+    assert {r["contender"] for r in measured} == {"scaled_mm", "scaled_mm_out", "cublas"}
+    for r in measured:
+        assert r["ok"] and r["median_us"] > 0 and 0 < r["host_us"] < 1e5 and r["ratio"] > 0
+
+
 def test_best_of_and_best_table():
     data = _synthetic()
     for r in list(data["records"]):
@@ -182,3 +196,168 @@ def test_measure_or_load_without_a_gpu_reads_the_h200_records():
     assert {r["recipe"] for r in data["records"]} == {"tensor", "row"}
     with pytest.raises(TypeError, match="names must be a list of strings"):
         scoreboard.measure_or_load(shapes, "tiled")
+
+
+def test_model_shapes_are_real_projections_that_run_in_minutes():
+    shapes = scoreboard.MODEL_SHAPES
+    assert 25 <= len(shapes) <= 35 and len(set(shapes)) == len(shapes)
+    assert {M for M, _, _ in shapes} == {1, 16, 64, 128, 256, 1024, 4096, 16384}
+    for M, K, N in shapes:
+        assert M >= 1 and K % 16 == 0 and N % 16 == 0 and 1024 <= min(K, N) and max(K, N) <= 57344, (M, K, N)
+        assert 2 * M * N * K <= 1.0e12, (M, K, N)  # about a millisecond of FP8 on an H200: the run stays short
+
+
+def _api_block():
+    """API records as ``run_api`` writes them: a large and a small cell, per row, fast accumulation."""
+    recs = []
+    for shape, ours, theirs in [((4096, 4096, 4096), (110.0, 40.0), (100.0, 30.0)),
+                                ((16, 4096, 6144), (320.0, 300.0), (32.0, 30.0))]:
+        for name, (us, host) in (("scaled_mm", ours), ("cublas", theirs)):
+            recs.append({"mode": "api", "contender": name, "recipe": "row", "accumulation": "fast",
+                         "key": f"{name}/row/fast", "M": shape[0], "K": shape[1], "N": shape[2],
+                         "shape": scoreboard.shape_name(*shape), "median_us": us, "p10_us": us, "p90_us": us,
+                         "host_us": host, "calls": 50, "rounds": 10, "tflops": 2 * shape[0] * shape[1] * shape[2] / us / 1e6,
+                         "rel_error": 3e-3, "measured": "2026-12-02"})
+    recs.append({"mode": "api", "contender": "cublas", "recipe": "bf16", "accumulation": "fp32", "key": "cublas/bf16/fp32",
+                 "M": 16, "K": 4096, "N": 6144, "shape": "16x4096x6144", "median_us": 40.0, "p10_us": 40.0,
+                 "p90_us": 40.0, "host_us": 20.0, "calls": 50, "rounds": 10, "tflops": 0.02, "rel_error": 1e-3})
+    recs.append({"mode": "api", "contender": "scaled_mm", "recipe": "tensor", "accumulation": "fast",
+                 "key": "scaled_mm/tensor/fast", "M": 16, "K": 4096, "N": 6144, "shape": "16x4096x6144",
+                 "error": "RuntimeError: no"})
+    scoreboard._add_ratios(recs)
+    env = {"gpu": "NVIDIA H200", "date": "2026-12-02", "torch": "2.11", "triton": "3.6"}
+    return {"environment": env, "clocks": {}, "settings": {"calls": 50, "rounds": 10}, "records": recs}
+
+
+def test_api_table():
+    data = {**_synthetic(), "api": _api_block()}
+    assert "As a model calls it" not in scoreboard.table(data)  # the chapters' kernel tables stay as they were
+    kernel, api = scoreboard.report(data).split("As a model calls it")
+    assert "| 512x3072x12288 |" in kernel and "1100 (1.10x)" in kernel
+    assert "50 calls back to back" in api and "median of 10 batches" in api
+    assert "| M x K x N | recipe | scaled_mm: us/call | x cuBLAS | host us/call | cuBLAS: us/call | host us/call |" in api
+    assert "| 4096x4096x4096 | row/fast | 110.0 | 0.91x | 40.0 | 100.0 | 30.0 |" in api
+    assert "| 16x4096x6144 | bf16/fp32 |  |  |  | 40.0 | 20.0 |" in api
+    assert "| 16x4096x6144 | tensor/fast | n/a |  |  |  |  |" in api
+    assert api.index("4096x4096x4096") < api.index("16x4096x6144")
+    assert "scaled_mm/row/fast: 0.30x cuBLAS (geometric mean over 2 cells), at least cuBLAS's speed on 0" in api
+    assert "- scaled_mm/tensor/fast on 16x4096x6144: RuntimeError: no" in api
+    only_api = scoreboard.report({"environment": data["environment"], "records": [], "api": _api_block()})
+    assert only_api.startswith("As a model calls it") and "TFLOP/s (x cuBLAS" not in only_api
+    assert scoreboard.report(_synthetic()) == scoreboard.table(_synthetic())
+
+
+def test_api_table_marks_wrong_outputs():
+    api = _api_block()
+    for r in api["records"]:
+        if r["key"] == "scaled_mm/row/fast" and r["M"] == 16:
+            r["rel_error"] = 0.5
+    scoreboard._add_ratios(api["records"])
+    assert "| 16x4096x6144 | row/fast | WRONG 5.0e-01 |  |  | 32.0 | 30.0 |" in scoreboard.api_table({"api": api})
+
+
+def test_merge_keeps_kernel_and_api_records_apart():
+    kernel = _synthetic()
+    api_run = {"environment": {"date": "api run"}, "records": [], "api": _api_block()}
+    merged = scoreboard.merge(kernel, api_run)
+    assert merged["records"] == kernel["records"] and merged["environment"] == kernel["environment"]
+    assert merged["api"]["records"] == api_run["api"]["records"]
+    later = _api_block()
+    later["environment"] = dict(later["environment"], date="later")
+    later["records"] = [dict(later["records"][0], median_us=1.0)]
+    merged = scoreboard.merge(merged, {"environment": {"date": "x"}, "records": [], "api": later})
+    assert len(merged["api"]["records"]) == len(api_run["api"]["records"])
+    assert sorted(r.get("median_us") or 0 for r in merged["api"]["records"])[1] == 1.0
+    assert merged["api"]["environment"]["date"] == "later" and merged["environment"] == kernel["environment"]
+    rerun = {"environment": {"date": "kernel run"}, "records": kernel["records"][:1]}
+    again = scoreboard.merge(merged, rerun)
+    assert again["api"] == merged["api"] and again["environment"] == {"date": "kernel run"}
+
+
+def test_report_command_on_an_api_only_file(tmp_path):
+    target = tmp_path / "api.json"
+    scoreboard.save({"environment": _api_block()["environment"], "records": [], "api": _api_block()}, target)
+    out = _cmd("report", str(target))
+    assert out.returncode == 0, out.stderr
+    assert "As a model calls it" in out.stdout and "| 4096x4096x4096 | row/fast |" in out.stdout
+    assert not target.with_suffix(".png").exists()
+
+
+@pytest.mark.skipif(fp8.ON_GPU, reason="checks the refusal on a machine without a GPU")
+def test_bench_api_command_refuses_without_gpu():
+    out = _cmd("bench", "--api", "--model-shapes")
+    assert out.returncode == 2 and "needs a CUDA GPU" in out.stderr
+
+
+def test_bench_api_command_rejects_bad_options():
+    for args in (["--api", "--contenders", "tiled"], ["--preallocated"], ["--calls", "5"],
+                 ["--api", "--calls", "0"], ["--api", "--calls", "1000"], ["--api", "--reps", "0"],
+                 ["--api", "--recipes", "mxfp4"]):
+        out = _cmd("bench", *args)
+        assert out.returncode == 2 and "bench:" in out.stderr, args
+
+
+def test_bench_command_picks_the_harness_and_the_shapes(tmp_path, monkeypatch):
+    """``bench --api`` calls ``run_api`` (``bench`` calls ``run``) with the shapes and counts asked
+    for, and merges into the output file; the GPU and the measurement are stood in for."""
+    from fp8_tutorial.__main__ import main
+
+    seen = []
+
+    def run_api(shapes, recipes, accumulations, calls, rounds, preallocated):
+        seen.append(("api", shapes, recipes, accumulations, calls, rounds, preallocated))
+        return {"environment": _api_block()["environment"], "records": [], "api": _api_block()}
+
+    def run(shapes, names, recipes, accumulations, reps):
+        seen.append(("kernel", shapes, names, recipes, accumulations, reps))
+        return _synthetic()
+
+    monkeypatch.setattr(fp8, "ON_GPU", True)
+    monkeypatch.setattr(scoreboard, "run_api", run_api)
+    monkeypatch.setattr(scoreboard, "run", run)
+    target = tmp_path / "r.json"
+    assert main(["bench", "--api", "--model-shapes", "--recipes", "row", "--accumulation", "fast",
+                 "--output", str(target)]) == 0
+    assert seen[-1] == ("api", scoreboard.MODEL_SHAPES, ["row"], ["fast"], 50, 10, False)
+    assert main(["bench", "--api", "--shape", "64x7168x2112", "--calls", "20", "--reps", "3", "--preallocated",
+                 "--output", str(target)]) == 0
+    assert seen[-1] == ("api", [(64, 7168, 2112)], None, None, 20, 3, True)
+    assert main(["bench", "--model-shapes", "--output", str(target)]) == 0
+    assert seen[-1] == ("kernel", scoreboard.MODEL_SHAPES, None, None, None, 30)
+    data = scoreboard.load(target)
+    assert data["records"] == _synthetic()["records"] and data["api"]["records"] == _api_block()["records"]
+
+
+def test_run_api_builds_records_on_cpu(monkeypatch):
+    """``run_api``'s own work (problems, contenders, checks, records, ratios), on a tiny shape in
+    the interpreter, with the harness stood in for: cuBLAS at 10 us a call, scaled_mm at 20."""
+    from fp8_tutorial.measure import bench
+
+    def fake_api_benchmark(fns, flops, calls, rounds):
+        for fn in fns.values():
+            fn()
+        return {key: bench.ApiRecord(key, *(3 * [20.0 if key.startswith("scaled_mm") else 10.0]), host_us=5.0,
+                                     calls=calls, rounds=rounds, flops=flops) for key in fns}
+
+    monkeypatch.setattr(bench, "ON_GPU", True)
+    monkeypatch.setattr(scoreboard, "api_benchmark", fake_api_benchmark)
+    monkeypatch.setattr(scoreboard.torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(scoreboard.torch.cuda, "empty_cache", lambda: None)
+    data = scoreboard.run_api([(16, 64, 48)], ["bf16", "tensor"], ["fast"], calls=7, rounds=2, preallocated=True,
+                              progress=False)
+    assert data["records"] == [] and data["api"]["settings"]["calls"] == 7
+    by = {r["key"]: r for r in data["api"]["records"]}
+    assert set(by) == {"cublas/bf16/fp32", "cublas/tensor/fast", "scaled_mm/tensor/fast", "scaled_mm_out/tensor/fast"}
+    for r in by.values():
+        assert r["mode"] == "api" and r["shape"] == "16x64x48" and r["ok"] and r["rel_error"] < 1e-2
+        assert r["calls"] == 7 and r["host_us"] == 5.0 and r["measured"] == data["environment"]["date"]
+    assert by["scaled_mm/tensor/fast"]["ratio"] == pytest.approx(0.5) and by["cublas/bf16/fp32"]["ratio"] == 1.0
+    assert "| 16x64x48 | tensor/fast | 20.0 | 0.50x | 5.0 | 20.0 | 0.50x | 5.0 | 10.0 | 5.0 |" in scoreboard.report(data)
+
+
+def test_measure_or_load_leaves_api_records_out(monkeypatch):
+    if fp8.ON_GPU:
+        pytest.skip("on a GPU it measures: the chapters exercise that branch")
+    monkeypatch.setattr(scoreboard, "load", lambda path: {**_synthetic(), "api": _api_block()})
+    data, _ = scoreboard.measure_or_load([(512, 3072, 12288)], ["cublas"], recipes=["row"])
+    assert "api" not in data and {r["key"] for r in data["records"]} == {"cublas/row/fast"}

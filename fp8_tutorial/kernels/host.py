@@ -308,30 +308,45 @@ class Direct:
     (binding and specializing the arguments, hashing them into its cache key, checking globals):
     what ``kernel[grid](...)`` costs on every call beyond the launch itself. The caller promises
     arguments that specialize as the first launch's did (the plan's key holds every shape,
-    stride, dtype and 16-byte alignment), in the order of the kernel's parameters, constexprs
-    included (the launcher skips them)."""
+    stride, dtype and 16-byte alignment): ``binder`` fixes all the kernel's parameters but the
+    few that change from call to call (the tensors), constexprs included (the launcher skips them)."""
 
-    def __init__(self, jit_fn, compiled):
+    def __init__(self, jit_fn, compiled, device: torch.device):
         from triton import knobs
         from triton.runtime.driver import driver
 
         self.names = list(jit_fn.arg_names)
-        self.defaults = {p.name: p.default for p in jit_fn.params if p.default is not p.empty} \
-            if hasattr(jit_fn.params[0], "default") else {}
+        self.defaults = {p.name: p.default for p in jit_fn.params if p.has_default}
         self._knobs = knobs.runtime
         self._stream = driver.active.get_current_stream
-        self._device = torch.cuda.current_device()
-        compiled.run  # loads the module and builds the launcher now, not on the first call
+        self._device = device.index if device.index is not None else torch.cuda.current_device()
         self._run, self._function, self._packed = compiled.run, compiled.function, compiled.packed_metadata
+        self._compiled = compiled
 
-    def order(self, values: dict) -> list:
-        """``values`` by parameter name, in the kernel's order, defaults filled in."""
-        return [values[n] if n in values else self.defaults[n] for n in self.names]
+    def binder(self, fixed: dict, changing: list[str]) -> Callable[..., list]:
+        """``bind(*values)``: the arguments in the kernel's order, ``changing`` (names) given and
+        the others taken from ``fixed`` or the parameters' defaults."""
+        template = [fixed[n] if n in fixed else self.defaults.get(n) for n in self.names]
+        missing = [n for n in self.names if n not in fixed and n not in changing and n not in self.defaults]
+        if missing:
+            raise ValueError(f"no values for {missing}")
+        at = [self.names.index(n) for n in changing]
+
+        def bind(*values):
+            args = template[:]
+            for i, v in zip(at, values):
+                args[i] = v
+            return args
+        return bind
 
     def __call__(self, grid: tuple, args: list) -> None:
-        k = self._knobs
-        if k.launch_enter_hook is not None or k.launch_exit_hook is not None:
-            raise RuntimeError("Triton launch hooks are set (a profiler?): launch through the JIT instead")
         g1 = grid[1] if len(grid) > 1 else 1
         g2 = grid[2] if len(grid) > 2 else 1
-        self._run(grid[0], g1, g2, self._stream(self._device), self._function, self._packed, None, None, None, *args)
+        stream = self._stream(self._device)
+        k = self._knobs
+        enter, leave = k.launch_enter_hook, k.launch_exit_hook
+        if enter is None and leave is None:
+            self._run(grid[0], g1, g2, stream, self._function, self._packed, None, None, None, *args)
+        else:  # a profiler's hooks (Proton, say) see the launch as they would see the JIT's
+            metadata = self._compiled.launch_metadata(grid, stream, *args)
+            self._run(grid[0], g1, g2, stream, self._function, self._packed, metadata, enter, leave, *args)

@@ -739,29 +739,27 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
     cfg = choose_gluon_config(ops, out, flags, num_sms, lambda c: _run(ops, out, flags, c, num_sms, None, None))
     compiled, summed, shape = _run(ops, out, flags, cfg, num_sms, None, None)
     k = cfg.kwargs
-    kernel = Direct(GLUON_KERNELS[k["KIND"]], compiled)
+    kernel = Direct(GLUON_KERNELS[k["KIND"]], compiled, out.device)
     w = ops.b.t()  # the (N, K) weight, K-major
     a_shape, b_shape, c_shape = (list(ops.a.shape), list(ops.a.stride())), (list(w.shape), list(w.stride())), \
         (list(out.shape), list(out.stride()))
     pieces, whole, rest, grid = shape["pieces"], shape["whole"], shape["rest"], shape["grid"]
-    values = dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=whole, PIECES=pieces, GROUP_M=k["GROUP_M"],
-                  STAGES=cfg.num_stages, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, **flags)
+    bind = kernel.binder(dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=whole, PIECES=pieces, GROUP_M=k["GROUP_M"],
+                              STAGES=cfg.num_stages, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, **flags),
+                         ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr", "partials_ptr"])
     slots = rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 1
-    if summed is not None:
-        sums = Direct(sum_pieces_kernel, summed)
-        sum_values = dict(M=ops.M, N=ops.N, WHOLE_TILES=whole, PIECES=pieces, stride_cm=out.stride(0),
-                          stride_cn=out.stride(1), BLOCK_M=k["BLOCK_M"], BLOCK_N=k["BLOCK_N"], GROUP_M=k["GROUP_M"],
-                          ROW_A=flags["ROW_A"], ROW_B=flags["ROW_B"], SUB_M=32)
-        sum_grid = (rest, k["BLOCK_M"] // 32)
-
     unsplit_partials = workspace(out.device, 1, 1)[0]  # never read: a place to point at
+    if summed is not None:
+        sums = Direct(sum_pieces_kernel, summed, out.device)
+        bind_sums = sums.binder(dict(M=ops.M, N=ops.N, WHOLE_TILES=whole, PIECES=pieces, stride_cm=out.stride(0),
+                                     stride_cn=out.stride(1), BLOCK_M=k["BLOCK_M"], BLOCK_N=k["BLOCK_N"],
+                                     GROUP_M=k["GROUP_M"], ROW_A=flags["ROW_A"], ROW_B=flags["ROW_B"], SUB_M=32),
+                                ["partials_ptr", "c_ptr", "scale_a_ptr", "scale_b_ptr"])
+        sum_grid = (rest, k["BLOCK_M"] // 32)
 
     def launch_again(a, b, scale_a, scale_b, c):
         partials = workspace(c.device, slots, 1)[0] if pieces > 1 else unsplit_partials
-        kernel(grid, kernel.order(dict(values, a_desc=_Box(a, *a_shape), b_desc=_Box(b, *b_shape),
-                                       c_desc=_Box(c, *c_shape), scale_a_ptr=scale_a, scale_b_ptr=scale_b,
-                                       partials_ptr=partials)))
+        kernel(grid, bind(_Box(a, *a_shape), _Box(b, *b_shape), _Box(c, *c_shape), scale_a, scale_b, partials))
         if summed is not None:
-            sums(sum_grid, sums.order(dict(sum_values, partials_ptr=partials, c_ptr=c, scale_a_ptr=scale_a,
-                                           scale_b_ptr=scale_b)))
+            sums(sum_grid, bind_sums(partials, c, scale_a, scale_b))
     return cfg, launch_again

@@ -171,6 +171,11 @@ class ApiRecord:
                 f"{self.p90_us:.1f}), host {self.host_us:7.1f} us per call" + rate)
 
 
+#: The most calls in a batch of ``api_benchmark``: with a few launches a call, well under the ~1000
+#: pending launches at which CUDA makes the host wait.
+MAX_CALLS = 200
+
+
 def api_benchmark(contenders: Mapping[str, Callable[[], Any]], *,
                   flops: float | Mapping[str, float] | None = None, calls: int = 50, rounds: int = 10,
                   warmup: int = 3) -> dict[str, ApiRecord]:
@@ -182,14 +187,16 @@ def api_benchmark(contenders: Mapping[str, Callable[[], Any]], *,
     in a row, no flush and no synchronization between them, with CUDA events around the whole batch:
     the time per call of the slower side, host or GPU, which is what a model waits for. Then the same
     batch is issued behind a long GPU spin and timed on the host clock: the host's time per call
-    alone (a call that waits for the GPU shows as one as long as the spin). Keep ``calls`` modest:
-    CUDA blocks the host once about a thousand launches are pending.
+    alone (a call that waits for the GPU shows as one as long as the spin).
     """
     require_gpu()
     if not contenders:
         raise ValueError("api_benchmark needs at least one contender")
     if calls < 1 or rounds < 1:
         raise ValueError(f"calls and rounds must be at least 1, got {calls} and {rounds}")
+    if calls > MAX_CALLS:  # CUDA blocks the host once about a thousand launches are pending
+        raise ValueError(f"at most {MAX_CALLS} calls a batch, got {calls}: behind the spin, a longer batch "
+                         "could fill CUDA's launch queue, and the host would wait for the GPU")
     names = list(contenders)
     spin = {}
     for name in names:  # compile, tune, allocate; then time the host side of one batch

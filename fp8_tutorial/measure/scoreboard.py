@@ -15,7 +15,7 @@ import torch
 from . import contenders as C
 from . import results
 from .._env import environment, gpu_clocks
-from .bench import api_benchmark, benchmark, require_gpu
+from .bench import MAX_CALLS, api_benchmark, benchmark, require_gpu
 from ..checks import rel_error
 
 #: An output this far from the float64 product is wrong, whatever its speed (FP8 GEMMs land near 3e-3).
@@ -162,8 +162,8 @@ def run_api(shapes, recipes=None, accumulations=None, calls: int = 50, rounds: i
     "api" block, with that run's provenance; its kernel records are none.
     """
     require_gpu("the benchmark")
-    if calls < 1 or rounds < 1:
-        raise ValueError(f"calls and rounds must be at least 1, got {calls} and {rounds}")
+    if not 1 <= calls <= MAX_CALLS or rounds < 1:
+        raise ValueError(f"calls must be 1 to {MAX_CALLS} and rounds at least 1, got {calls} and {rounds}")
     C.select(None, recipes, accumulations)  # unknown names fail before any work
     recipes = [r for r in C.RECIPES if r in (recipes or API_RECIPES)]
     accumulations = [a for a in C.ACCUMULATIONS if a in (accumulations or C.ACCUMULATIONS)]
