@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 from fp8_tutorial import gemm  # noqa: E402
-from fp8_tutorial.kernels import host, persistent, tiled, tma, ws  # noqa: E402
+from fp8_tutorial.kernels import host, persistent, tiled, tma, ws, ws_gluon  # noqa: E402
 from fp8_tutorial.measure import contenders as C
 
 S, T, P = persistent.streamk_config, tma.tma_config, persistent.persistent_config
@@ -43,6 +43,10 @@ def jobs():
         for precise in (False, True):
             out.append((f"tma host descriptors {host.describe_config(c)}", precise,
                         lambda o, y, p, c=c: tma.launch_tma(o, y, p, config=c, host_descriptors=True)))
+    for c in ws_gluon.GLUON_CONFIGS:  # launch_gluon times each for every new problem
+        for precise in (False, True):
+            out.append((f"gluon {host.describe_config(c)}", precise,
+                        lambda o, y, p, c=c: ws_gluon.launch_gluon(o, y, p, config=ws_gluon.fit_gluon_config(c, 2))))
     # configurations the chapters time by name (fast accumulation only)
     extra = [("tiled split-K 2", lambda o, y, p: tiled.launch_tiled(o, y, p, split_k=2, config=tiled.SPLIT_K_CONFIGS[0])),
              ("persistent 64x128", lambda o, y, p: persistent.launch_persistent(o, y, p, config=P(64, 128, 128, 4, 4, 2))),

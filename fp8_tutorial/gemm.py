@@ -208,12 +208,15 @@ PLANS: dict[tuple, Plan] = {}
 def _signature(a, b, scale_a, scale_b, out, out_dtype, kernel, precise) -> tuple:
     """Everything the checks, the choice of kernel and the compiled kernel's specialization depend
     on; an input that is not a tensor raises AttributeError here, and the full checks then say why."""
-    sig = (kernel, type(precise), precise, out_dtype)
-    for t in (a, b, scale_a, scale_b):
-        sig += (type(t), t.dtype, t.shape, t.stride(), t.device, t.data_ptr() % 16)
-    if out is not None:
-        sig += (type(out), out.dtype, out.shape, out.stride(), out.device, out.data_ptr() % 16, out.requires_grad)
-    return sig
+    sig = (kernel, precise.__class__, precise, out_dtype,
+           a.__class__, a.dtype, a.shape, a.stride(), a.device, a.data_ptr() & 15,
+           b.__class__, b.dtype, b.shape, b.stride(), b.device, b.data_ptr() & 15,
+           scale_a.__class__, scale_a.dtype, scale_a.shape, scale_a.stride(), scale_a.device, scale_a.data_ptr() & 15,
+           scale_b.__class__, scale_b.dtype, scale_b.shape, scale_b.stride(), scale_b.device, scale_b.data_ptr() & 15)
+    if out is None:
+        return sig
+    return sig + (out.__class__, out.dtype, out.shape, out.stride(), out.device, out.data_ptr() & 15,
+                  out.requires_grad)
 
 
 def _plan(a, b, scale_a, scale_b, out, out_dtype, kernel, precise) -> tuple[Plan, torch.Tensor]:

@@ -18,7 +18,7 @@ import triton
 
 import fp8_tutorial as fp8
 from fp8_tutorial import gemm
-from fp8_tutorial.kernels import ws_gluon
+from fp8_tutorial.kernels import host, ws_gluon
 from fp8_tutorial.measure import contenders as C
 
 PROBLEMS = [(4096, 4096, 4096, "row"), (4096, 2112, 7168, "tensor"), (128, 7168, 16384, "row"),
@@ -57,8 +57,9 @@ def graph_of(fn):
 
 def descriptor_costs(p):
     """Microseconds per call of each way to describe A, W and C to TMA: Gluon's host-side
-    ``TensorDescriptor.from_tensor`` (with layouts made once), what a plan builds instead, and the
-    driver call that Triton's launcher makes from either at each launch."""
+    ``TensorDescriptor.from_tensor`` (with layouts made each call, or once), what Triton's launcher
+    reads of them (``host.Box``), the driver's encoding that the launcher makes from either at each
+    launch, and a plan's (``host.Direct``): each base address encoded once, then looked up."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     from triton.backends.nvidia.driver import make_tensordesc_arg
 
@@ -77,7 +78,7 @@ def descriptor_costs(p):
     shapes = [(list(t.shape), list(t.stride())) for t in tensors]
 
     def boxes():
-        return [ws_gluon._Box(t, *s) for t, s in zip(tensors, shapes)]
+        return [host.Box(t, *s) for t, s in zip(tensors, shapes)]
 
     ops = gemm.check_operands(p.a, p.b, p.scale_a, p.scale_b)
     metas = ws_gluon.launch_gluon(ops, out, False, config=cfg).kernel.metadata.tensordesc_meta
@@ -87,11 +88,20 @@ def descriptor_costs(p):
         for box, meta in zip(made, metas):
             make_tensordesc_arg(box, meta)
 
+    names = ["a_desc", "b_desc", "c_desc"]
+    direct = host.Direct(ws_gluon.GLUON_KERNELS[cfg.kwargs["KIND"]], ws_gluon.launch_gluon(
+        ops, out, False, config=cfg).kernel, out.device, descriptors=dict(zip(names, shapes)))
+
+    def encoded_once():
+        for i, t in enumerate(tensors):
+            direct._encode(i, t)
+
     costs = {}
     for name, fn in [("TensorDescriptor.from_tensor, layouts made each call", layouts_each_call),
                      ("TensorDescriptor.from_tensor, layouts made once", from_tensor),
                      ("the plan's boxes (base, shape, strides)", boxes),
-                     ("the launcher's TMA descriptors from them (driver), three", fill)]:
+                     ("the launcher's TMA descriptors from them (driver), three", fill),
+                     ("a plan's: encoded once per base address, then looked up", encoded_once)]:
         for _ in range(100):
             fn()
         t0 = time.perf_counter()

@@ -1,29 +1,23 @@
 """The smallest Gluon kernels that show (or not) racecheck's hazards in ``gluon_ws_kernel``.
 
-compute-sanitizer racecheck reported 185 hazards in ``gluon_ws_kernel``, between a read at its
-entry and writes attributed to its def line and its ``gl.warp_specialize`` call. How Triton 3.6
-lowers ``ttg.warp_specialize`` (ConvertWarpSpecializeToLLVM.cpp) suggests where they come from:
+How Triton 3.6 lowers ``gl.warp_specialize`` (ConvertWarpSpecializeToLLVM.cpp): the worker warps never
+run the kernel body; at entry they go to a "switch loop": ``barrier.sync 1`` (every thread of the CTA),
+read a one-byte state per warp from the end of shared memory, run their partition (or, padding warps,
+pass two more barrier 1s), pass barrier 1 again, loop. The default warps write the states (one
+``st.shared.b32`` for four worker warps) before the first barrier 1, and the exit state (3) before the
+last, at the kernel's return. Captured kernel arguments and pure values are rematerialized, not stored.
 
-- the worker warps never run the kernel body: at entry they go to a "switch loop" that waits on
-  hardware barrier 1 (``barrier.sync 1``, every thread of the CTA) and reads a one-byte state per
-  warp from shared memory (the read at the kernel's entry: its def line);
-- at ``gl.warp_specialize`` the default warps write those state bytes, and the values captured for
-  the partitions, to the same shared memory, then release the workers with barrier 1 (the writes
-  at the call); at the kernel's return they write the "exit" state (the writes at the def line);
-- captures that are kernel arguments or pure computations on them (pointers, descriptors, M, N,
-  K, shared-memory buffers) are rematerialized in each partition, not stored: only values such as
-  the result of a load go through shared memory.
-
-Compiled for sm_90a (Triton 3.6; each kind's first configuration, without SPLIT), the package's
-three Gluon kernels capture nothing that way: the one shared store before the first barrier 1 is
-the state bytes' (a st.shared.b32 for the cooperative kernel's four worker warps), and the one
-ld.shared is the switch loop's state read; the rest of their shared traffic is the output tile's
-stores, read back by TMA, and what TMA and wgmma do. So it is not the captures. If racecheck does
-not order accesses across ``barrier.sync 1`` as it does across ``__syncthreads()`` (barrier 0),
-every warp-specialized kernel shows such hazards, even one with no shared memory of its own. The
-protocol itself looks race-free: a worker reads its state between two barrier-1 waits that every
-thread of the CTA joins, and the default warps write the next state only after both. The variants,
-by the question each answers:
+compute-sanitizer 2025.3.1 (H200, driver 580) found 220 hazards in gluon_ws_kernel, every one on those
+four state bytes: RAW between the default warps' state stores and the workers' state loads, which
+barrier 1 orders (bar.sync orders shared memory among its participating threads, here all of them).
+The kernels with such hazards, gluon_ws_kernel and ws-mbarrier (whose other 496 hazards are on its
+buffer, ordered by an mbarrier), are those whose default warps also pass ``bar.sync 0, N`` (N their
+threads, not the CTA's), which Triton adds for gl.thread_barrier() and where its barrier analysis asks
+(between the inits of an mbarrier array, before mbarrier.invalidate); in both, the state stores after
+such a barrier are reported and those before it are not. The ws-bar0 ... asm-part2 variants test that
+(racecheck then loses barrier 1's ordering for warps that passed a barrier the others did not: a tool
+artefact, not a race), ws-race that racecheck reports a real one. The variants, by the question each
+answers:
 
   ws-idle         warp_specialize, a worker that does nothing: is the state protocol alone enough?
   ws-store        (a) each partition stores to global memory, nothing else (pointer captures elided)
@@ -33,12 +27,21 @@ by the question each answers:
   ws-tma          a worker TMA-loads a tile, its bytes counted in on an mbarrier; the default reads it
   asm-bar0        no Gluon shared memory: threads trade words of a static array across barrier.sync 0
   asm-bar1        the same across barrier.sync 1, the switch loop's barrier: does racecheck see it?
+  ws-bar0         ws-idle, the default warps passing bar.sync 0, 128 before warp_specialize (no mbarrier)
+  ws-bar0-late    the same barrier inside the default partition, before the exit state only
+  ws-init         mbarrier.init by the default warps before warp_specialize, used by the worker only
+  ws-init-fence   ws-init with fence_async_shared() after the init
+  ws-init2        ws-init with two barriers: Triton's bar.sync 0, 128 between the inits (gluon_ws_kernel's entry)
+  ws-race         a genuine race: the worker writes a buffer, the default reads it, nothing between
+  asm-part0       asm-bar1 with 8 warps, warps 0-3 first passing bar.sync 0, 128 alone: no Gluon at all
+  asm-part2       the same with bar.sync 2, 128: barrier 0 in particular, or any barrier of some warps?
 
-On a Hopper GPU each variant launches once and checks its output; under racecheck, run one
-variant per process (tools/sanitize.sh does). ``--compile-only`` compiles them for sm_90a without a
-GPU and counts, in the PTX, the shared accesses and barriers that the explanation above predicts.
+On a Hopper GPU each variant launches once and checks its output (ws-race: the half not read in the
+race); under racecheck, run one variant per process (tools/sanitize.sh does). ``--compile-only``
+compiles them for sm_90a without a GPU and counts, in the PTX, the shared accesses and barriers;
+``--sass`` prints the SASS with the offsets racecheck names.
 
-    python3 tools/gluon_race_min.py [--variant ws-store ...] [--compile-only]
+    python3 tools/gluon_race_min.py [--variant ws-store ...] [--compile-only [--ptx] [--sass]]
 """
 
 from __future__ import annotations
@@ -192,6 +195,120 @@ def asm_barrier_kernel(out_ptr, BAR: gl.constexpr, num_warps: gl.constexpr):
     gl.store(out_ptr + tid, got)
 
 
+# --- The variants that test what the first GPU run suggested (racecheck 2025.3.1, H200): every hazard
+# of gluon_ws_kernel is on the warp states (the last 4 bytes of its shared memory), and the kernels with
+# hazards on them are those whose default warps run a barrier the worker warps do not: Triton's
+# `bar.sync 0, N` (N the default partition's threads), from gl.thread_barrier() or from its own
+# barrier analysis (between the inits of an mbarrier array, before mbarrier.invalidate, ...).
+
+
+@gluon.jit
+def ws_bar0_kernel(out_ptr, num_warps: gl.constexpr):
+    # ws-idle, the default warps first passing barrier 0 alone (bar.sync 0, 128) while the worker warps
+    # wait at barrier 1: the gluon kernel's entry without its mbarriers
+    gl.thread_barrier()
+    gl.warp_specialize([(_store_lanes, (out_ptr, 0, 1000, num_warps)), (_idle, ())], [1], [24])
+
+
+@gluon.jit
+def _barrier_then_store(out_ptr, base, value, WARPS: gl.constexpr):
+    gl.thread_barrier()  # in the default partition: bar.sync 0, 128
+    _store_lanes(out_ptr, base, value, WARPS)
+
+
+@gluon.jit
+def ws_bar0_late_kernel(out_ptr, num_warps: gl.constexpr):
+    # the same barrier inside the default partition, after the workers started and before the exit
+    # state is written (where ws-mbarrier's mbarrier.invalidate gets one)
+    gl.warp_specialize([(_barrier_then_store, (out_ptr, 0, 1000, num_warps)), (_idle, ())], [1], [24])
+
+
+@gluon.jit
+def _arrive_wait_store(out_ptr, bars, base, value):
+    # one warp arrives on and waits for each barrier that the default warps initialized (count 1: its
+    # own arrival completes phase 0), then stores
+    NBARS: gl.constexpr = bars.type.shape[0]
+    for i in gl.static_range(NBARS):
+        mbarrier.arrive(bars.index(i))
+        mbarrier.wait(bars.index(i), 0)
+    _store_lanes(out_ptr, base, value, 1)
+
+
+@gluon.jit
+def ws_init_kernel(out_ptr, NBARS: gl.constexpr, FENCE: gl.constexpr, num_warps: gl.constexpr):
+    # mbarrier.init by the default warps before warp_specialize, the worker the only one to use the
+    # barriers; no mbarrier.invalidate (it would add a barrier 0 before the exit state). NBARS 2: Triton
+    # puts a bar.sync 0, 128 between the two inits, as between gluon_ws_kernel's ring barriers.
+    bars = gl.allocate_shared_memory(gl.int64, [NBARS, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(NBARS):
+        mbarrier.init(bars.index(i), count=1)
+    if FENCE:
+        fence_async_shared()
+    gl.warp_specialize([(_store_lanes, (out_ptr, 0, 1000, num_warps)),
+                        (_arrive_wait_store, (out_ptr, bars, 32 * num_warps, 2000))], [1], [24])
+
+
+@gluon.jit
+def _read_unsynchronized(out_ptr, buf, WARPS: gl.constexpr):
+    n: gl.constexpr = buf.type.shape[0]
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])
+    offs = gl.arange(0, n, layout=layout)
+    gl.store(out_ptr + offs, buf.load(layout))  # while the worker may still be writing: a real race
+
+
+@gluon.jit
+def _write_and_store(out_ptr, buf):
+    n: gl.constexpr = buf.type.shape[0]
+    layout: gl.constexpr = gl.BlockedLayout([n // 32], [32], [1], [0])
+    offs = gl.arange(0, n, layout=layout)
+    buf.store(offs * 3 + 7)
+    # the same values to global memory, from registers: the checked half of the output (a read-back
+    # of the buffer would add intra-warp traffic that racecheck might count too)
+    gl.store(out_ptr + n + offs, offs * 3 + 7)
+
+
+@gluon.jit
+def ws_race_kernel(out_ptr, N: gl.constexpr, num_warps: gl.constexpr):
+    # a genuine race: the worker writes the buffer, the default warps read it, nothing between them
+    buf = gl.allocate_shared_memory(gl.int32, [N], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+    gl.warp_specialize([(_read_unsynchronized, (out_ptr, buf, num_warps)), (_write_and_store, (out_ptr, buf))],
+                       [1], [24])
+
+
+# asm-bar1 with 8 warps, warps 0-3 first passing barrier BAR alone (bar.sync BAR, 128), as the default
+# warps of a warp-specialized kernel do, then every thread writes its word, syncs on barrier 1 (all 256
+# threads, as the switch loop does) and reads the word of the thread 128 away (the other group's).
+_PART_ASM = """{
+.shared .align 4 .b32 race_part_buf[256];
+.reg .u32 a;
+.reg .pred p;
+setp.lt.u32 p, $1, 128;
+@p bar.sync BAR, 128;
+mov.u32 a, race_part_buf;
+mad.lo.u32 a, $1, 4, a;
+st.shared.b32 [a], $2;
+barrier.sync 1;
+mov.u32 a, race_part_buf;
+mad.lo.u32 a, $3, 4, a;
+ld.shared.b32 $0, [a];
+}"""
+_ASM_PART0 = gl.constexpr(_PART_ASM.replace("BAR", "0"))
+_ASM_PART2 = gl.constexpr(_PART_ASM.replace("BAR", "2"))
+
+
+@gluon.jit
+def asm_partial_kernel(out_ptr, BAR: gl.constexpr, num_warps: gl.constexpr):
+    gl.static_assert(num_warps == 8, "two groups of 128 threads, one word of the 256-word array per thread")
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [num_warps], [0])
+    tid = gl.arange(0, 256, layout=layout)
+    args = [tid, tid * 3 + 7, (tid + 128) % 256]
+    if BAR == 0:
+        got = gl.inline_asm_elementwise(_ASM_PART0, "=r,r,r,r", args, dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        got = gl.inline_asm_elementwise(_ASM_PART2, "=r,r,r,r", args, dtype=gl.int32, is_pure=False, pack=1)
+    gl.store(out_ptr + tid, got)
+
+
 def _ramp(n):
     return torch.arange(n, dtype=torch.int32)
 
@@ -211,8 +328,20 @@ VARIANTS = {
     "asm-bar0": (asm_barrier_kernel, {"BAR": 0}, BLOCK, lambda: ((_ramp(BLOCK) + 32) % BLOCK) * 3 + 7),
     "asm-bar1": (asm_barrier_kernel, {"BAR": 1}, BLOCK, lambda: ((_ramp(BLOCK) + 32) % BLOCK) * 3 + 7),
     "ws-tma": (ws_tma_kernel, {"in_desc": "desc"}, TILE[0] * TILE[1], lambda: _ramp(TILE[0] * TILE[1]) + 1),
+    "ws-bar0": (ws_bar0_kernel, {}, BLOCK, lambda: 1000 + _ramp(BLOCK)),
+    "ws-bar0-late": (ws_bar0_late_kernel, {}, BLOCK, lambda: 1000 + _ramp(BLOCK)),
+    "ws-init": (ws_init_kernel, {"NBARS": 1, "FENCE": False}, BLOCK + 32, _stores_expected),
+    "ws-init-fence": (ws_init_kernel, {"NBARS": 1, "FENCE": True}, BLOCK + 32, _stores_expected),
+    "ws-init2": (ws_init_kernel, {"NBARS": 2, "FENCE": False}, BLOCK + 32, _stores_expected),
+    "ws-race": (ws_race_kernel, {"N": BLOCK}, 2 * BLOCK, lambda: (_ramp(2 * BLOCK) % BLOCK) * 3 + 7),
+    "asm-part0": (asm_partial_kernel, {"BAR": 0}, 2 * BLOCK, lambda: ((_ramp(2 * BLOCK) + 128) % 256) * 3 + 7),
+    "asm-part2": (asm_partial_kernel, {"BAR": 2}, 2 * BLOCK, lambda: ((_ramp(2 * BLOCK) + 128) % 256) * 3 + 7),
 }
 ALIASES = {"a": "ws-store", "b": "ws-mbarrier", "c": "single-mbarrier"}
+WARPS = {"asm-part0": 8, "asm-part2": 8}  # num_warps where not 4 (the default partition's, with warp_specialize)
+# Leading output elements that a variant reads in a genuine race: whatever they hold is right (the
+# buffer's earlier contents or the worker's values); run() says how many already held the worker's.
+RACY = {"ws-race": BLOCK}
 
 
 def _tile_layout():
@@ -234,9 +363,14 @@ def run(name: str) -> bool:
             named[arg] = TensorDescriptor.from_tensor(src, list(TILE), _tile_layout())
         else:
             named[arg] = kind  # a constexpr
-    kernel[(1,)](*[named[a] for a in kernel.arg_names if a != "num_warps"], num_warps=4, maxnreg=MAXNREG)
-    bad = (out.cpu() != expected()).sum().item()
-    print(f"{name:<16} " + (f"FAIL  {bad} of {n} elements wrong" if bad else "PASS"), flush=True)
+    kernel[(1,)](*[named[a] for a in kernel.arg_names if a != "num_warps"], num_warps=WARPS.get(name, 4),
+                 maxnreg=MAXNREG)
+    got, want, racy = out.cpu(), expected(), RACY.get(name, 0)
+    bad = (got[racy:] != want[racy:]).sum().item()
+    if racy:  # a line of its own: sanitize.sh counts the lines that end in " PASS"
+        seen = (got[:racy] == want[:racy]).sum().item()
+        print(f"{name:<16} racy reads: {seen} of {racy} saw the worker's values (not checked)")
+    print(f"{name:<16} " + (f"FAIL  {bad} of {n - racy} elements wrong" if bad else "PASS"), flush=True)
     return bad == 0
 
 
@@ -247,6 +381,7 @@ _PTX_COUNTS = {"shared stores": r"\bst\.shared\.|\bstmatrix\.",
                "shared loads": r"\bld\.shared\.|\bldmatrix\.",
                "barrier 1": r"\bbar(?:rier)?\.sync(?:\.aligned)?\s+1\b",
                "barrier 0": r"\bbar(?:rier)?\.sync(?:\.aligned)?\s+0\b",
+               "counted bar.sync": r"\bbar(?:rier)?\.sync(?:\.aligned)?\s+(?:\d+|BAR),\s*\d+",
                "bar.warp.sync": r"\bbar\.warp\.sync", "mbarrier ops": r"\bmbarrier\."}
 
 
@@ -254,13 +389,28 @@ def _ptx_counts(ptx: str) -> str:
     return ", ".join(f"{k} {len(re.findall(p, ptx))}" for k, p in _PTX_COUNTS.items())
 
 
-def compile_only(name: str, verbose: bool) -> bool:
+def _sass(cubin: bytes) -> str:
+    """The SASS of ``cubin``, with the offsets racecheck reports (``kernel+0x...``), from the cuobjdump
+    that ships with Triton."""
+    import subprocess
+    import tempfile
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        run = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, timeout=120)
+    return run.stdout if run.returncode == 0 else f"cuobjdump failed: {run.stderr.strip()}"
+
+
+def compile_only(name: str, verbose: bool, sass: bool = False) -> bool:
     """Compile variant ``name`` for sm_90a (no GPU needed); print whether it compiled."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
 
     kernel, extra, _, _ = VARIANTS[name]
-    signature, constexprs = {"out_ptr": "*i32"}, {"num_warps": 4}
+    warps = WARPS.get(name, 4)
+    signature, constexprs = {"out_ptr": "*i32"}, {"num_warps": warps}
     for arg, kind in extra.items():
         if kind == "desc":
             signature[arg] = f"tensordesc<i32[{TILE[0]}, {TILE[1]}],{_tile_layout()!r}>"
@@ -273,13 +423,15 @@ def compile_only(name: str, verbose: bool) -> bool:
     attrs = {(i,): [["tt.divisibility", 16]] for i, k in enumerate(kernel.arg_names) if k.endswith("_ptr")}
     try:
         k = triton.compile(GluonASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs),
-                           target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": MAXNREG})
+                           target=GPUTarget("cuda", 90, 32), options={"num_warps": warps, "maxnreg": MAXNREG})
     except Exception as e:  # report every variant, not only the first that fails
         print(f"{name:<16} FAILED to compile: {type(e).__name__}: {str(e).strip().splitlines()[-1][:200]}")
         return False
     print(f"{name:<16} compiled: {k.metadata.shared} B shared; {_ptx_counts(k.asm['ptx'])}")
     if verbose:
         print(k.asm["ptx"])
+    if sass:
+        print(_sass(k.asm["cubin"]))
     return True
 
 
@@ -289,6 +441,8 @@ def main() -> int:
                         help=f"{', '.join(VARIANTS)}; a, b, c name ws-store, ws-mbarrier, single-mbarrier")
     parser.add_argument("--compile-only", action="store_true", help="compile for sm_90a, run nothing")
     parser.add_argument("--ptx", action="store_true", help="with --compile-only, print each variant's PTX")
+    parser.add_argument("--sass", action="store_true",
+                        help="with --compile-only, print each variant's SASS (the offsets racecheck names)")
     parser.add_argument("--list", action="store_true", help="print the variants' names, exit (sanitize.sh)")
     args = parser.parse_args()
     if args.list:
@@ -301,7 +455,7 @@ def main() -> int:
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         parser.error("Triton's interpreter cannot run or compile Gluon: unset TRITON_INTERPRET")
     if args.compile_only:
-        results = [compile_only(v, args.ptx) for v in names]
+        results = [compile_only(v, args.ptx, args.sass) for v in names]
     elif not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         print("the variants need a Hopper GPU (wgmma-era TMA and setmaxnreg): use --compile-only here")
         return 2

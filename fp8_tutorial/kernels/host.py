@@ -278,7 +278,7 @@ _workspaces: dict = {}
 
 
 def _workspace_key(device: torch.device) -> tuple:
-    return device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    return device, torch._C._cuda_getCurrentRawStream(device.index or 0) if device.type == "cuda" else 0
 
 
 def workspace(device: torch.device, partial_elems: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -303,15 +303,49 @@ def forget_workspace(device: torch.device) -> None:
 
 # ---- the direct launch ---------------------------------------------------------------------------
 
-class Direct:
-    """A compiled kernel launched as Triton's own launcher launches it, without the JIT's dispatch
-    (binding and specializing the arguments, hashing them into its cache key, checking globals):
-    what ``kernel[grid](...)`` costs on every call beyond the launch itself. The caller promises
-    arguments that specialize as the first launch's did (the plan's key holds every shape,
-    stride, dtype and 16-byte alignment): ``binder`` fixes all the kernel's parameters but the
-    few that change from call to call (the tensors), constexprs included (the launcher skips them)."""
+class Box:
+    """What Triton's launcher reads of a host-side TMA descriptor (it encodes the TMA descriptor
+    from these at each launch): a plan fixes shape and strides and swaps in each call's tensor."""
 
-    def __init__(self, jit_fn, compiled, device: torch.device):
+    __slots__ = ("base", "shape", "strides", "padding")
+
+    def __init__(self, base, shape, strides):
+        self.base, self.shape, self.strides, self.padding = base, shape, strides, "zero"
+
+
+def _raw_launch(launcher):
+    """The C function beneath Triton 3.6's launcher and the TMA metadata of each host-side
+    descriptor argument (by position), or None where the launcher does more than call it
+    (scratch memory to allocate) or is laid out otherwise (another Triton): then the plan goes
+    through the launcher itself."""
+    if getattr(launcher, "global_scratch_size", 1) or getattr(launcher, "profile_scratch_size", 1):
+        return None
+    fn = getattr(launcher, "launch", None)
+    code = getattr(fn, "__code__", None)
+    if code is None:  # no descriptors: the launcher calls the C function as it is
+        return (fn, {}) if callable(fn) else None
+    free = dict(zip(code.co_freevars, (cell.cell_contents for cell in fn.__closure__ or ())))
+    if not {"launcher", "tensordesc_indices", "tensordesc_meta"} <= free.keys() or not free["tensordesc_meta"]:
+        return None
+    return free["launcher"], dict(zip(sorted(free["tensordesc_indices"]), free["tensordesc_meta"]))
+
+
+class Direct:
+    """A compiled kernel launched without Triton's JIT dispatch (binding and specializing the
+    arguments, hashing them into its cache key, checking globals, building launch metadata): what
+    ``kernel[grid](...)`` costs on every call beyond the launch itself.
+
+    The caller promises arguments that specialize as the first launch's did (the plan's key holds
+    every shape, stride, dtype and 16-byte alignment). ``binder`` fixes all the kernel's parameters
+    but the few that change from call to call (the tensors), constexprs included (the launcher
+    skips them). ``descriptors`` names the host-side TMA descriptor parameters, with the shape and
+    strides a plan fixes: each call passes their base tensors, and the encoded descriptor of each
+    base address is kept (a weight's never changes; an activation's comes back with the caching
+    allocator's blocks), so that the driver encodes a descriptor once, not at every launch."""
+
+    _KEPT = 16  # encoded descriptors kept per parameter
+
+    def __init__(self, jit_fn, compiled, device: torch.device, descriptors: dict | None = None):
         from triton import knobs
         from triton.runtime.driver import driver
 
@@ -320,8 +354,16 @@ class Direct:
         self._knobs = knobs.runtime
         self._stream = driver.active.get_current_stream
         self._device = device.index if device.index is not None else torch.cuda.current_device()
-        self._run, self._function, self._packed = compiled.run, compiled.function, compiled.packed_metadata
+        launcher = compiled.run  # loads the module and builds the launcher now
+        self._run, self._function, self._packed = launcher, compiled.function, compiled.packed_metadata
         self._compiled = compiled
+        self._descriptors = dict(sorted((self.names.index(n), shape) for n, shape in (descriptors or {}).items()))
+        raw = _raw_launch(launcher)
+        if raw is not None and set(raw[1]) != set(self._descriptors):
+            raw = None  # descriptors the plan does not know of: let the launcher encode them
+        self._raw, self._metas = raw if raw is not None else (None, {})
+        self._encoded = {i: {} for i in self._descriptors}
+        self._flags = getattr(launcher, "launch_cooperative_grid", False), getattr(launcher, "launch_pdl", False)
 
     def binder(self, fixed: dict, changing: list[str]) -> Callable[..., list]:
         """``bind(*values)``: the arguments in the kernel's order, ``changing`` (names) given and
@@ -339,14 +381,43 @@ class Direct:
             return args
         return bind
 
+    def _encode(self, i: int, base: torch.Tensor) -> list:
+        from triton.backends.nvidia.driver import make_tensordesc_arg
+
+        kept = self._encoded[i]
+        ptr = base.data_ptr()
+        found = kept.get(ptr)
+        if found is None:
+            if len(kept) >= self._KEPT:
+                kept.clear()
+            found = kept[ptr] = make_tensordesc_arg(Box(base, *self._descriptors[i]), self._metas[i])
+        return found
+
     def __call__(self, grid: tuple, args: list) -> None:
         g1 = grid[1] if len(grid) > 1 else 1
         g2 = grid[2] if len(grid) > 2 else 1
         stream = self._stream(self._device)
-        k = self._knobs
-        enter, leave = k.launch_enter_hook, k.launch_exit_hook
-        if enter is None and leave is None:
+        enter, leave = self._knobs.launch_enter_hook, self._knobs.launch_exit_hook
+        hooked = _hooked(enter) or _hooked(leave)
+        if self._raw is not None and not hooked:
+            flat, last = [], 0
+            for i in self._descriptors:  # in the order of the parameters
+                flat += args[last:i]
+                flat += self._encode(i, args[i])
+                last = i + 1
+            flat += args[last:]
+            self._raw(grid[0], g1, g2, stream, self._function, *self._flags, None, None, self._packed, None, None,
+                      None, *flat)
+            return
+        for i, shape in self._descriptors.items():
+            args[i] = Box(args[i], *shape)
+        if not hooked:
             self._run(grid[0], g1, g2, stream, self._function, self._packed, None, None, None, *args)
         else:  # a profiler's hooks (Proton, say) see the launch as they would see the JIT's
             metadata = self._compiled.launch_metadata(grid, stream, *args)
             self._run(grid[0], g1, g2, stream, self._function, self._packed, metadata, enter, leave, *args)
+
+
+def _hooked(hook) -> bool:
+    """Whether a Triton launch hook would do anything: None, or (Triton 3.6) an empty chain, not."""
+    return bool(getattr(hook, "calls", hook))

@@ -717,16 +717,6 @@ def choose_gluon_config(ops: Operands, out: torch.Tensor, flags: dict, num_sms: 
     return CHOICES[key]
 
 
-class _Box:
-    """What Triton's launcher reads of a host-side descriptor (it builds the TMA descriptor from
-    these at each launch): a plan fixes shape and strides and swaps in each call's tensor."""
-
-    __slots__ = ("base", "shape", "strides", "padding")
-
-    def __init__(self, base, shape, strides):
-        self.base, self.shape, self.strides, self.padding = base, shape, strides, "zero"
-
-
 def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
     """The first call of a problem: choose its configuration (timing them, once per problem), run
     it into ``out``, and return what later calls of the same problem signature run instead: the
@@ -739,10 +729,10 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
     cfg = choose_gluon_config(ops, out, flags, num_sms, lambda c: _run(ops, out, flags, c, num_sms, None, None))
     compiled, summed, shape = _run(ops, out, flags, cfg, num_sms, None, None)
     k = cfg.kwargs
-    kernel = Direct(GLUON_KERNELS[k["KIND"]], compiled, out.device)
     w = ops.b.t()  # the (N, K) weight, K-major
-    a_shape, b_shape, c_shape = (list(ops.a.shape), list(ops.a.stride())), (list(w.shape), list(w.stride())), \
-        (list(out.shape), list(out.stride()))
+    kernel = Direct(GLUON_KERNELS[k["KIND"]], compiled, out.device, descriptors=dict(
+        a_desc=(list(ops.a.shape), list(ops.a.stride())), b_desc=(list(w.shape), list(w.stride())),
+        c_desc=(list(out.shape), list(out.stride()))))
     pieces, whole, rest, grid = shape["pieces"], shape["whole"], shape["rest"], shape["grid"]
     bind = kernel.binder(dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=whole, PIECES=pieces, GROUP_M=k["GROUP_M"],
                               STAGES=cfg.num_stages, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, **flags),
@@ -759,7 +749,7 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
 
     def launch_again(a, b, scale_a, scale_b, c):
         partials = workspace(c.device, slots, 1)[0] if pieces > 1 else unsplit_partials
-        kernel(grid, bind(_Box(a, *a_shape), _Box(b, *b_shape), _Box(c, *c_shape), scale_a, scale_b, partials))
+        kernel(grid, bind(a, b, c, scale_a, scale_b, partials))
         if summed is not None:
             sums(sum_grid, bind_sums(partials, c, scale_a, scale_b))
     return cfg, launch_again
