@@ -15,7 +15,8 @@ from .quant import FP8_MAX, GRANULARITIES, dequantize, quantize  # noqa: E402
 from .gemm import scaled_mm  # noqa: E402
 
 # What measures the kernels (``fp8_tutorial.measure``) and checks them (``checks``) is loaded on
-# first use only: a model that calls ``scaled_mm`` never imports it.
+# first use only: a model that calls ``scaled_mm`` imports none of it, but for the timing harness
+# (``measure.bench``) on a GPU, where the first call of a problem times its candidates.
 _LAZY = {"benchmark": "measure.bench", "copy_bandwidth": "measure.bench", "copy_contender": "measure.bench",
          "Record": "measure.bench", "NoGPUError": "measure.bench",
          "api_benchmark": "measure.bench", "ApiRecord": "measure.bench",

@@ -8,8 +8,8 @@ Three modes (DESIGN.md, "Execution modes"):
 - ``"interpreter"``: no GPU (or ``TRITON_INTERPRET=1`` set by the user); Triton kernels run in
   Triton's interpreter on the CPU, on small shapes, and nothing is timed.
 - ``"compile"``: asked for with ``FP8_TUTORIAL_MODE=compile``; kernels are compiled for a Hopper
-  GPU that need not be here (``fp8_tutorial.compiled``), to read what Triton makes of them; nothing
-  runs.
+  GPU that need not be here (``fp8_tutorial.measure.compiled``), to read what Triton makes of
+  them; nothing runs.
 
 The interpreter is chosen by setting ``TRITON_INTERPRET=1`` *before* any ``@triton.jit`` in this
 package runs, which is why ``fp8_tutorial/__init__.py`` imports this module first.

@@ -20,8 +20,9 @@ this input on this machine, and never refuses a valid input: the ``"reference"``
 The first call of a problem signature (shapes, strides, dtypes, 16-byte alignments, devices,
 recipe, accumulation, output) checks everything, chooses the kernel and its configuration
 (timing candidates, on a GPU), runs it, and keeps a plan. A later call with the same signature
-has passed the same checks by construction: it looks the plan up and launches the compiled
-kernel directly.
+has passed the same checks by construction: it looks the plan up and runs it, which for the Gluon
+kernels (the kernel "auto" takes on a Hopper GPU) launches the compiled kernel directly, past
+Triton's dispatch; the other kernels go through their launchers.
 """
 
 from __future__ import annotations
@@ -91,8 +92,6 @@ def check_operands(a, b, scale_a, scale_b) -> Operands:
     if (kind_a == "block") != (kind_b == "block"):
         raise ValueError(f"block-wise scaling needs both scales block-wise (scale_a {tuple(scale_a.shape)}, "
                          f"scale_b {tuple(scale_b.shape)}): (M, K/128) and (K/128, N/128)")
-    if a.device.type == "meta":
-        raise ValueError("a and b are meta tensors: they hold no data to multiply")
     for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
         if s.device != a.device:
             raise ValueError(f"{name} is on {s.device}, the operands on {a.device}")
@@ -142,10 +141,12 @@ class Kernel:
 
 
 KERNELS: dict[str, Kernel] = {}
+PLANS: dict[tuple, "Plan"] = {}  # by problem signature (below)
 
 
 def register_kernel(name: str, run, refuses, priority: int, prepare=None) -> None:
     KERNELS[name] = Kernel(name, run, refuses, priority, prepare)
+    PLANS.clear()  # a plan chose among the kernels registered when it was made
 
 
 def _reference(ops: Operands, out: torch.Tensor, precise: bool) -> None:
@@ -168,7 +169,8 @@ register_kernel("ws", ws.launch_ws, tma.tma_takes, priority=7)
 # First where it can run (a Hopper GPU, e4m3 operands, scales per tensor or per row, what TMA takes):
 # chapter 07 measured it at 0.985 to 1.153x the best kernel without specialization, ahead of it on 14
 # of its 18 cells and at most 1.5% behind on the others. Elsewhere it refuses, and "auto" says why.
-register_kernel("gluon", ws_gluon.launch_gluon, ws_gluon.gluon_takes, priority=13, prepare=ws_gluon.prepare_gluon)
+register_kernel("gluon", ws_gluon.launch_gluon, ws_gluon.gluon_takes, priority=13,
+                prepare=ws_gluon.prepare_gluon)
 
 
 def _choose(ops: Operands, out: torch.Tensor) -> tuple[str, dict[str, str]]:
@@ -193,8 +195,9 @@ def choose(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: tor
 
 @dataclass(frozen=True)
 class Plan:
-    """What a problem signature's first call decided: the kernel, its configuration (None where it
-    has none or chose it through Triton's autotuner) and what later calls run."""
+    """What a problem signature's first call decided: the kernel, its configuration (the Gluon
+    kernels'; None for the others, whose launchers choose theirs on every call, from their
+    autotuner or their own cache) and what later calls run."""
 
     kernel: str
     config: object
@@ -202,27 +205,48 @@ class Plan:
     pack_scales: bool  # scales that are not contiguous are packed on every call
 
 
-PLANS: dict[tuple, Plan] = {}
-
 
 def _signature(a, b, scale_a, scale_b, out, out_dtype, kernel, precise) -> tuple:
     """Everything the checks, the choice of kernel and the compiled kernel's specialization depend
-    on; an input that is not a tensor raises AttributeError here, and the full checks then say why."""
-    sig = (kernel, precise.__class__, precise, out_dtype,
-           a.__class__, a.dtype, a.shape, a.stride(), a.device, a.data_ptr() & 15,
-           b.__class__, b.dtype, b.shape, b.stride(), b.device, b.data_ptr() & 15,
-           scale_a.__class__, scale_a.dtype, scale_a.shape, scale_a.stride(), scale_a.device, scale_a.data_ptr() & 15,
-           scale_b.__class__, scale_b.dtype, scale_b.shape, scale_b.stride(), scale_b.device, scale_b.data_ptr() & 15)
-    if out is None:
-        return sig
-    return sig + (out.__class__, out.dtype, out.shape, out.stride(), out.device, out.data_ptr() & 15,
-                  out.requires_grad)
+    on; an input that is not a strided tensor raises TypeError (or AttributeError) here, and the
+    full checks then say why."""
+    try:
+        sig = (kernel, precise.__class__, precise, out_dtype,
+               a.__class__, a.dtype, a.shape, a.stride(), a.device, a.data_ptr() & 15,
+               b.__class__, b.dtype, b.shape, b.stride(), b.device, b.data_ptr() & 15,
+               scale_a.__class__, scale_a.dtype, scale_a.shape, scale_a.stride(), scale_a.device,
+               scale_a.data_ptr() & 15,
+               scale_b.__class__, scale_b.dtype, scale_b.shape, scale_b.stride(), scale_b.device,
+               scale_b.data_ptr() & 15,
+               # inputs that want a gradient: refused while autograd records (no backward here)
+               (a.requires_grad or b.requires_grad or scale_a.requires_grad or scale_b.requires_grad)
+               and torch.is_grad_enabled())
+        if out is None:
+            return sig
+        return sig + (out.__class__, out.dtype, out.shape, out.stride(), out.device, out.data_ptr() & 15,
+                      out.requires_grad, _shares_memory(out, a, b, scale_a, scale_b))
+    except RuntimeError as e:  # a tensor without strides or storage (sparse, a wrapper subclass)
+        raise TypeError(str(e)) from e
+
+
+def _shares_memory(out: torch.Tensor, *inputs: torch.Tensor) -> bool:
+    """Whether ``out`` is a view of the same memory as one of the inputs (the kernels would read
+    what other tiles already wrote)."""
+    base = out.untyped_storage().data_ptr()
+    return any(t.untyped_storage().data_ptr() == base for t in inputs)
 
 
 def _plan(a, b, scale_a, scale_b, out, out_dtype, kernel, precise) -> tuple[Plan, torch.Tensor]:
     """Check everything, choose the kernel, run it into ``out`` (new where None) and return the plan
     for the calls after this one."""
     ops = check_operands(a, b, scale_a, scale_b)
+    if a.device.type == "meta":
+        raise ValueError("a and b are meta tensors: they hold no data to multiply")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (a, b, scale_a, scale_b)):
+        raise ValueError("scaled_mm has no backward (inference only): an input requires grad; call it under "
+                         "torch.no_grad() or pass detached tensors")
+    if out is not None and isinstance(out, torch.Tensor) and _shares_memory(out, a, b, scale_a, scale_b):
+        raise ValueError("out shares memory with an input: the kernels would read what they already wrote")
     out = _output(ops, out_dtype, out)
     if not isinstance(precise, bool):
         raise TypeError(f"precise must be True or False, got {precise!r}")
@@ -289,6 +313,8 @@ def scaled_mm(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: 
     is one operator, ``torch.ops.fp8_tutorial.scaled_mm`` (``scaled_mm_out`` with ``out``).
     """
     if torch.compiler.is_compiling():
+        if out is not None and isinstance(out, torch.Tensor) and out.dtype != out_dtype:
+            raise ValueError(f"out is {out.dtype}, out_dtype {out_dtype}: they must agree")
         if out is None:
             return torch.ops.fp8_tutorial.scaled_mm(a, b, scale_a, scale_b, out_dtype, kernel, precise)
         torch.ops.fp8_tutorial.scaled_mm_out(a, b, scale_a, scale_b, out, kernel, precise)

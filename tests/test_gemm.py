@@ -608,10 +608,11 @@ def test_every_configuration(kernel, gen, device):
     ops = gemm.check_operands(a, b, sa, sb)
     launch = LAUNCHERS[kernel.split('-')[0]]
     for config in CONFIG_LISTS[kernel]:
-        for host in (False, True) if kernel == "tma" else (False,):  # launch_tma may choose either route
+        for on_host in (False, True) if kernel == "tma" else (False,):  # launch_tma may choose either route
             out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-            launch(ops, out, False, config=config, **({"host_descriptors": True} if host else {}))
-            assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), (host.describe_config(config), host)
+            launch(ops, out, False, config=config, **({"host_descriptors": True} if on_host else {}))
+            assert fp8.rel_error(out, ref) < tolerance(torch.bfloat16, False), \
+                (host.describe_config(config), on_host)
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="the routes are timed on a GPU")
@@ -1133,7 +1134,8 @@ def test_the_operator_refuses_bad_input_at_trace_time(gen, device):
 
 def test_what_a_model_imports_holds_no_measuring_code():
     """``import fp8_tutorial`` and a call of scaled_mm load neither the harness nor the scoreboard
-    (``fp8_tutorial.measure``), and no kernel module imports the entry module."""
+    (``fp8_tutorial.measure``), and no kernel module imports the entry module. The call is made
+    without a GPU only: on one, a problem's first call times its candidates with the harness."""
     import ast
     import pathlib
     import subprocess
@@ -1150,3 +1152,42 @@ def test_what_a_model_imports_holds_no_measuring_code():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
                 assert node.module not in ("gemm",) and not (node.level >= 2 and node.module == "gemm"), path
+
+
+def test_what_a_plan_cannot_see_is_still_refused(gen, device):
+    """Inputs that want a gradient (while autograd records), an out that shares an input's memory,
+    and an out whose dtype contradicts out_dtype under torch.compile are refused with a clear
+    error, on the first call of a signature and after it alike; meta tensors go through the
+    operator's fake implementation (shapes only)."""
+    M, K, N = 40, 64, 24
+    a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
+    fp8.scaled_mm(a, b, sa, sb)  # a plan for these signatures exists from here on
+    wants_grad = sa.clone().requires_grad_()
+    with pytest.raises(ValueError, match="no backward"):
+        fp8.scaled_mm(a, b, wants_grad, sb)
+    with torch.no_grad():
+        out = fp8.scaled_mm(a, b, wants_grad, sb)
+    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+    both = torch.empty(M * N + M, dtype=torch.float32, device=device)
+    scale_view, out_view = both[:M].view(M, 1), both[M:].view(M, N)
+    scale_view.copy_(sa)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="shares memory with an input"):
+            fp8.scaled_mm(a, b, scale_view, sb, out_dtype=torch.float32, out=out_view)
+    meta = [t.to("meta") for t in (a, b, sa, sb)]
+    shape = torch.ops.fp8_tutorial.scaled_mm(*meta, torch.bfloat16, "auto", False)
+    assert shape.device.type == "meta" and tuple(shape.shape) == (M, N)
+    torch._dynamo.reset()
+    wrong = torch.empty(M, N, dtype=torch.float32, device=device)
+    with pytest.raises(Exception, match="must agree"):
+        torch.compile(lambda *t: fp8.scaled_mm(*t, out=wrong), fullgraph=True)(a, b, sa, sb)
+
+
+def test_registering_a_kernel_forgets_the_plans(gen, device, monkeypatch):
+    """A plan chose among the kernels registered when it was made: registering another clears them."""
+    a, b, sa, sb = operands(40, 64, 24, "row", "row", gen, device)
+    fp8.scaled_mm(a, b, sa, sb)
+    assert gemm.plan_of(a, b, sa, sb) is not None
+    monkeypatch.setitem(gemm.KERNELS, "reference", gemm.KERNELS["reference"])
+    gemm.register_kernel("reference", gemm._reference, lambda ops, out: None, priority=0)
+    assert gemm.plan_of(a, b, sa, sb) is None

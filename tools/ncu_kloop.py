@@ -7,7 +7,7 @@ cudaProfilerStop, which is all that ncu --profile-from-start off sees; its error
 printed last."""
 import os
 from _ncu import profile_once
-from fp8_tutorial import checks, gemm
+from fp8_tutorial import checks
 from fp8_tutorial.kernels import tma, ws_gluon
 from fp8_tutorial.measure import contenders as C
 

@@ -325,7 +325,8 @@ def _raw_launch(launcher):
     if code is None:  # no descriptors: the launcher calls the C function as it is
         return (fn, {}) if callable(fn) else None
     free = dict(zip(code.co_freevars, (cell.cell_contents for cell in fn.__closure__ or ())))
-    if not {"launcher", "tensordesc_indices", "tensordesc_meta"} <= free.keys() or not free["tensordesc_meta"]:
+    needed = {"launcher", "tensordesc_indices", "tensordesc_meta"}
+    if not needed <= free.keys() or not free["tensordesc_meta"]:
         return None
     return free["launcher"], dict(zip(sorted(free["tensordesc_indices"]), free["tensordesc_meta"]))
 
@@ -341,7 +342,9 @@ class Direct:
     skips them). ``descriptors`` names the host-side TMA descriptor parameters, with the shape and
     strides a plan fixes: each call passes their base tensors, and the encoded descriptor of each
     base address is kept (a weight's never changes; an activation's comes back with the caching
-    allocator's blocks), so that the driver encodes a descriptor once, not at every launch."""
+    allocator's blocks), so that the driver encodes a descriptor once, not at every launch. That
+    holds where ``_raw_launch`` finds Triton 3.6's C launch function and no profiler's hooks are
+    set; otherwise the call goes through Triton's launcher, which encodes them at every launch."""
 
     _KEPT = 16  # encoded descriptors kept per parameter
 
@@ -357,13 +360,15 @@ class Direct:
         launcher = compiled.run  # loads the module and builds the launcher now
         self._run, self._function, self._packed = launcher, compiled.function, compiled.packed_metadata
         self._compiled = compiled
-        self._descriptors = dict(sorted((self.names.index(n), shape) for n, shape in (descriptors or {}).items()))
+        self._descriptors = dict(sorted((self.names.index(n), shape)
+                                        for n, shape in (descriptors or {}).items()))
         raw = _raw_launch(launcher)
         if raw is not None and set(raw[1]) != set(self._descriptors):
             raw = None  # descriptors the plan does not know of: let the launcher encode them
         self._raw, self._metas = raw if raw is not None else (None, {})
         self._encoded = {i: {} for i in self._descriptors}
-        self._flags = getattr(launcher, "launch_cooperative_grid", False), getattr(launcher, "launch_pdl", False)
+        self._flags = (getattr(launcher, "launch_cooperative_grid", False),
+                       getattr(launcher, "launch_pdl", False))
 
     def binder(self, fixed: dict, changing: list[str]) -> Callable[..., list]:
         """``bind(*values)``: the arguments in the kernel's order, ``changing`` (names) given and
@@ -406,8 +411,8 @@ class Direct:
                 flat += self._encode(i, args[i])
                 last = i + 1
             flat += args[last:]
-            self._raw(grid[0], g1, g2, stream, self._function, *self._flags, None, None, self._packed, None, None,
-                      None, *flat)
+            self._raw(grid[0], g1, g2, stream, self._function, *self._flags, None, None, self._packed,
+                      None, None, None, *flat)
             return
         for i, shape in self._descriptors.items():
             args[i] = Box(args[i], *shape)

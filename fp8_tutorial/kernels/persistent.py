@@ -2,8 +2,8 @@
 
 The same tiles, loads and epilogue as ``tiled.py``; what changes is the schedule. The grid holds
 ``num_programs`` = min(tiles, SMs x PROGRAMS_PER_SM) programs, and program ``p`` computes tiles
-``p``, ``p + num_programs``, ... in grouped order, so the GPU never launches, drains and refills a wave: each program's pipeline runs
-from its first tile to its last.
+``p``, ``p + num_programs``, ... in grouped order, so the GPU never launches, drains and refills a
+wave: each program's pipeline runs from its first tile to its last.
 
 Two more schedules of the same tiles live here: stream-K (``streamk_kernel``: the K steps of all
 tiles shared equally by the programs, partial tiles fixed up) and split-K in step

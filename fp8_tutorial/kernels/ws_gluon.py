@@ -719,14 +719,16 @@ def choose_gluon_config(ops: Operands, out: torch.Tensor, flags: dict, num_sms: 
 
 def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
     """The first call of a problem: choose its configuration (timing them, once per problem), run
-    it into ``out``, and return what later calls of the same problem signature run instead: the
-    compiled kernels launched directly (``host.Direct``), with new descriptors' bases only."""
+    it into ``out``, and return (the configuration, what later calls of the same problem signature
+    run instead): the compiled kernels launched directly (``host.Direct``), with new descriptors'
+    bases only."""
     why = gluon_takes(ops, out)
     if why:
         raise ValueError(why)
     num_sms = programs(out, None, None)
     flags = ops.flags(precise)
-    cfg = choose_gluon_config(ops, out, flags, num_sms, lambda c: _run(ops, out, flags, c, num_sms, None, None))
+    cfg = choose_gluon_config(ops, out, flags, num_sms,
+                              lambda c: _run(ops, out, flags, c, num_sms, None, None))
     compiled, summed, shape = _run(ops, out, flags, cfg, num_sms, None, None)
     k = cfg.kwargs
     w = ops.b.t()  # the (N, K) weight, K-major
@@ -734,16 +736,18 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
         a_desc=(list(ops.a.shape), list(ops.a.stride())), b_desc=(list(w.shape), list(w.stride())),
         c_desc=(list(out.shape), list(out.stride()))))
     pieces, whole, rest, grid = shape["pieces"], shape["whole"], shape["rest"], shape["grid"]
-    bind = kernel.binder(dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=whole, PIECES=pieces, GROUP_M=k["GROUP_M"],
-                              STAGES=cfg.num_stages, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, **flags),
+    bind = kernel.binder(dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=whole, PIECES=pieces,
+                              GROUP_M=k["GROUP_M"], STAGES=cfg.num_stages, SPLIT=k["SPLIT"],
+                              num_warps=cfg.num_warps, **flags),
                          ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr", "partials_ptr"])
     slots = rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 1
-    unsplit_partials = workspace(out.device, 1, 1)[0]  # never read: a place to point at
+    unsplit_partials = torch.empty(1, dtype=torch.float32, device=out.device)  # never read: a place to point at
     if summed is not None:
         sums = Direct(sum_pieces_kernel, summed, out.device)
-        bind_sums = sums.binder(dict(M=ops.M, N=ops.N, WHOLE_TILES=whole, PIECES=pieces, stride_cm=out.stride(0),
-                                     stride_cn=out.stride(1), BLOCK_M=k["BLOCK_M"], BLOCK_N=k["BLOCK_N"],
-                                     GROUP_M=k["GROUP_M"], ROW_A=flags["ROW_A"], ROW_B=flags["ROW_B"], SUB_M=32),
+        bind_sums = sums.binder(dict(M=ops.M, N=ops.N, WHOLE_TILES=whole, PIECES=pieces,
+                                     stride_cm=out.stride(0), stride_cn=out.stride(1),
+                                     BLOCK_M=k["BLOCK_M"], BLOCK_N=k["BLOCK_N"], GROUP_M=k["GROUP_M"],
+                                     ROW_A=flags["ROW_A"], ROW_B=flags["ROW_B"], SUB_M=32),
                                 ["partials_ptr", "c_ptr", "scale_a_ptr", "scale_b_ptr"])
         sum_grid = (rest, k["BLOCK_M"] // 32)
 

@@ -3,7 +3,7 @@
 Triton compiles for a target named in advance: no GPU, no driver. Start Python with
 ``FP8_TUTORIAL_MODE=compile`` (the kernels are then compiled, not interpreted), then
 
-    from fp8_tutorial import compiled
+    from fp8_tutorial.measure import compiled
     from fp8_tutorial.kernels.tiled import tiled_kernel
     k = compiled.compile_for(tiled_kernel, dict(BLOCK_M=128, ...), num_warps=4, num_stages=3)
     compiled.summary(k)        # shared memory, wgmma, TMA and cp.async counts, warp specialization

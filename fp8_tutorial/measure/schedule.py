@@ -10,7 +10,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..kernels.host import SMEM_PER_PROGRAM_MAX, SMEM_PER_SM, pipeline_smem  # noqa: F401 (the chapters read them here)
+from ..kernels import host
+
+#: The kernels' own shared-memory numbers (``kernels.host``), which the chapters read here.
+SMEM_PER_SM, SMEM_PER_PROGRAM_MAX = host.SMEM_PER_SM, host.SMEM_PER_PROGRAM_MAX
+pipeline_smem = host.pipeline_smem
 
 #: The H200's streaming multiprocessors.
 H200_SMS = 132

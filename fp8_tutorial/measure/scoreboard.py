@@ -128,7 +128,8 @@ def run(shapes, names=None, recipes=None, accumulations=None, reps: int = 30, pr
     _add_ratios(records)
     return {"environment": env, "clocks": {"before": clocks_before, "after": gpu_clocks()},
             "settings": {"reps": reps, "flush_l2": True, "tolerance": TOLERANCE,
-                         "harness": "fp8_tutorial.bench.benchmark: CUDA events, L2 flushed, interleaved, median"},
+                         "harness": "fp8_tutorial.measure.bench.benchmark: CUDA events, L2 flushed, "
+                                    "interleaved, median"},
             "records": records}
 
 
