@@ -9,7 +9,6 @@ and what building the descriptors costs each way Triton 3.6 offers. Prints a mar
 
     python3 tools/api_path.py [MxKxN:recipe ...]
 """
-import statistics
 import sys
 import time
 
@@ -20,25 +19,16 @@ import fp8_tutorial as fp8
 from fp8_tutorial import gemm
 from fp8_tutorial.kernels import host, ws_gluon
 from fp8_tutorial.measure import contenders as C
+from fp8_tutorial.measure.bench import api_benchmark
 
 PROBLEMS = [(4096, 4096, 4096, "row"), (4096, 2112, 7168, "tensor"), (128, 7168, 16384, "row"),
             (4608, 3072, 12288, "tensor")]
 
 
 def host_us(fn, calls=100, rounds=7):
-    """The host's time per call, behind a GPU spin long enough that it never waits."""
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(rounds):
-        torch.cuda._sleep(int(0.2 * 2e9))
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        times.append((time.perf_counter() - t0) / calls * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(times)
+    """The host's time per call, behind a GPU spin long enough that it never waits: the API
+    harness's (``measure.bench.api_benchmark``)."""
+    return api_benchmark({"fn": fn}, calls=calls, rounds=rounds)["fn"].host_us
 
 
 def graph_of(fn):

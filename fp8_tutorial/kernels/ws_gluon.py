@@ -653,7 +653,8 @@ def _run(ops: Operands, out: torch.Tensor, flags: dict, cfg: triton.Config, num_
     rest = tiles - whole
     # one float32 slot per piece of each split tile, none used unsplit (no counts: the pieces are
     # added up by sum_pieces_kernel, after the launch)
-    partials, _ = workspace(out.device, rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 1, 1)
+    slots = rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 1
+    partials, _ = workspace(out.device, slots, 1)
     grid = (min(num_sms, whole + rest * pieces),)
     compiled = (kernels or GLUON_KERNELS)[k["KIND"]][grid](
         *descriptors, *ops.packed_scales, partials, M, N, K, whole, pieces, k["GROUP_M"], cfg.num_stages,
@@ -663,7 +664,7 @@ def _run(ops: Operands, out: torch.Tensor, flags: dict, cfg: triton.Config, num_
         summed = sum_pieces_kernel[(rest, k["BLOCK_M"] // 32)](
             partials, out, *ops.packed_scales, M, N, whole, pieces, out.stride(0), out.stride(1),
             k["BLOCK_M"], k["BLOCK_N"], k["GROUP_M"], flags["ROW_A"], flags["ROW_B"], 32, num_warps=4)
-    return compiled, summed, dict(whole=whole, pieces=pieces, rest=rest, grid=grid)
+    return compiled, summed, dict(whole=whole, pieces=pieces, rest=rest, grid=grid, slots=slots)
 
 
 # Which configuration launch_gluon chose for each problem seen on this GPU.
@@ -740,7 +741,7 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
                               GROUP_M=k["GROUP_M"], STAGES=cfg.num_stages, SPLIT=k["SPLIT"],
                               num_warps=cfg.num_warps, **flags),
                          ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr", "partials_ptr"])
-    slots = rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 1
+    slots = shape["slots"]
     unsplit_partials = torch.empty(1, dtype=torch.float32, device=out.device)  # never read: a place to point at
     if summed is not None:
         sums = Direct(sum_pieces_kernel, summed, out.device)
