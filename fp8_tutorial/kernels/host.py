@@ -9,6 +9,7 @@ Nothing here imports the entry module (``fp8_tutorial.gemm``) or what measures t
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -285,20 +286,58 @@ def workspace(device: torch.device, partial_elems: int, tiles: int) -> tuple[tor
     """Float32 partial tiles and zeroed arrival counts for kernels whose programs meet over a tile
     (stream-K, split-K in step, split tails), kept per device and stream and grown as needed: the
     kernels leave every count at zero again, so one zeroing at allocation serves all later
-    launches on that stream (launches on one stream run one after another)."""
+    launches on that stream (launches on one stream run one after another). They are allocated
+    outside any CUDA graph's memory pool (``_kept``), as they outlive the call."""
     key = _workspace_key(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())  # the helper's device is its own
     partials, arrivals = _workspaces.get(key, (None, None))
     if partials is None or partials.numel() < partial_elems:
-        partials = torch.empty(partial_elems, dtype=torch.float32, device=device)
+        _release(partials)
+        partials = _kept(device, lambda: torch.empty(partial_elems, dtype=torch.float32, device=device))
     if arrivals is None or arrivals.numel() < tiles:
-        arrivals = torch.zeros(tiles, dtype=torch.int32, device=device)
+        _release(arrivals)
+        arrivals = _kept(device, lambda: torch.zeros(tiles, dtype=torch.int32, device=device))
     _workspaces[key] = (partials, arrivals)
     return partials, arrivals
 
 
+def _kept(device: torch.device, allocate: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """A tensor that outlives the call that makes it, allocated by a helper thread: while a CUDA
+    graph is warmed up or recorded (``torch.compile``'s "reduce-overhead" does both), what this
+    thread allocates comes from the graph's private pool, which must hold nothing but the graph's
+    own tensors. The helper works on the device's default stream, and the current stream waits for
+    it. During a capture (where that wait cannot be recorded) the tensor is allocated as any
+    other; a graph warmed up first never gets there."""
+    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+        return allocate()
+    made: list = []
+
+    def work():
+        try:
+            made.append(allocate())
+        except BaseException as e:  # raised again below, in the caller's thread
+            made.append(e)
+    helper = threading.Thread(target=work)
+    helper.start()
+    helper.join()
+    if isinstance(made[0], BaseException):
+        raise made[0]
+    torch.cuda.current_stream(device).wait_stream(torch.cuda.default_stream(device))
+    return made[0]
+
+
+def _release(t: torch.Tensor | None) -> None:
+    """A kept tensor let go while kernels queued on the current stream may still use it: the
+    caching allocator reuses its memory only once they are done."""
+    if t is not None and t.is_cuda and not torch.cuda.is_current_stream_capturing():
+        t.record_stream(torch.cuda.current_stream(t.device))
+
+
 def forget_workspace(device: torch.device) -> None:
     """A launch cut short may leave arrival counts behind: the next one starts afresh."""
-    _workspaces.pop(_workspace_key(device), None)
+    for t in _workspaces.pop(_workspace_key(device), ()):
+        _release(t)
 
 
 # ---- the direct launch ---------------------------------------------------------------------------

@@ -651,18 +651,19 @@ def _run(ops: Operands, out: torch.Tensor, flags: dict, cfg: triton.Config, num_
     whole, pieces = gluon_plan(cfg, M, N, K, num_sms) if plan is None else \
         check_plan(plan, tiles, triton.cdiv(K, k["BLOCK_K"]))
     rest = tiles - whole
-    # one float32 slot per piece of each split tile, none used unsplit (no counts: the pieces are
-    # added up by sum_pieces_kernel, after the launch)
-    slots = rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 1
-    partials, _ = workspace(out.device, slots, 1)
+    # one float32 slot per piece of each split tile (no counts: the pieces are added up by
+    # sum_pieces_kernel, after the launch); unsplit, none is read, and the pointer is scale_a's
+    slots = rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 0
+    scales = ops.packed_scales
+    partials = workspace(out.device, slots, 1)[0] if pieces > 1 else scales[0]
     grid = (min(num_sms, whole + rest * pieces),)
     compiled = (kernels or GLUON_KERNELS)[k["KIND"]][grid](
-        *descriptors, *ops.packed_scales, partials, M, N, K, whole, pieces, k["GROUP_M"], cfg.num_stages,
+        *descriptors, *scales, partials, M, N, K, whole, pieces, k["GROUP_M"], cfg.num_stages,
         **flags, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, maxnreg=gluon_maxnreg(cfg))
     summed = None
     if pieces > 1:
         summed = sum_pieces_kernel[(rest, k["BLOCK_M"] // 32)](
-            partials, out, *ops.packed_scales, M, N, whole, pieces, out.stride(0), out.stride(1),
+            partials, out, *scales, M, N, whole, pieces, out.stride(0), out.stride(1),
             k["BLOCK_M"], k["BLOCK_N"], k["GROUP_M"], flags["ROW_A"], flags["ROW_B"], 32, num_warps=4)
     return compiled, summed, dict(whole=whole, pieces=pieces, rest=rest, grid=grid, slots=slots)
 
@@ -742,7 +743,6 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
                               num_warps=cfg.num_warps, **flags),
                          ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr", "partials_ptr"])
     slots = shape["slots"]
-    unsplit_partials = torch.empty(1, dtype=torch.float32, device=out.device)  # never read: a place to point at
     if summed is not None:
         sums = Direct(sum_pieces_kernel, summed, out.device)
         bind_sums = sums.binder(dict(M=ops.M, N=ops.N, WHOLE_TILES=whole, PIECES=pieces,
@@ -753,7 +753,7 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
         sum_grid = (rest, k["BLOCK_M"] // 32)
 
     def launch_again(a, b, scale_a, scale_b, c):
-        partials = workspace(c.device, slots, 1)[0] if pieces > 1 else unsplit_partials
+        partials = workspace(c.device, slots, 1)[0] if pieces > 1 else scale_a  # unsplit: never read
         kernel(grid, bind(a, b, c, scale_a, scale_b, partials))
         if summed is not None:
             sums(sum_grid, bind_sums(partials, c, scale_a, scale_b))
