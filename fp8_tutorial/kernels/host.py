@@ -389,6 +389,7 @@ class Direct:
 
     def __init__(self, jit_fn, compiled, device: torch.device, descriptors: dict | None = None):
         from triton import knobs
+        from triton.backends.nvidia.driver import make_tensordesc_arg
         from triton.runtime.driver import driver
 
         self.names = list(jit_fn.arg_names)
@@ -406,6 +407,7 @@ class Direct:
             raw = None  # descriptors the plan does not know of: let the launcher encode them
         self._raw, self._metas = raw if raw is not None else (None, {})
         self._encoded = {i: {} for i in self._descriptors}
+        self._make = make_tensordesc_arg
         self._flags = (getattr(launcher, "launch_cooperative_grid", False),
                        getattr(launcher, "launch_pdl", False))
 
@@ -425,16 +427,57 @@ class Direct:
             return args
         return bind
 
-    def _encode(self, i: int, base: torch.Tensor) -> list:
-        from triton.backends.nvidia.driver import make_tensordesc_arg
+    def launcher(self, grid: tuple, fixed: dict, changing: list[str]) -> Callable[..., None]:
+        """``launch(*tensors)``: one launch on ``grid``, ``changing`` (names, each given a tensor on
+        every call) and the other parameters as ``binder`` takes them. Where the C launch function is
+        at hand, the arguments are laid out once as it takes them, and a call fills in its few
+        places: each descriptor's encoded tensor map, shape and strides (``_encode``), each other
+        tensor's address as an integer (which the launcher takes without asking the driver what it
+        points at: the plan's key holds every tensor's device). Otherwise, or while a profiler's
+        hooks are set, each call goes through ``__call__``."""
+        bind = self.binder(fixed, changing)
+        grid = (tuple(grid) + (1, 1))[:3]
+        if self._raw is None:
+            def launch(*values):
+                self(grid, bind(*values))
+            return launch
+        template, start = [], []
+        for i, v in enumerate(bind(*[None] * len(changing))):  # each parameter's place in the flat list
+            start.append(len(template))
+            if i in self._descriptors:
+                shape, strides = self._descriptors[i]
+                template += [None] * (1 + len(shape) + len(strides))
+            else:
+                template.append(v)
+        start.append(len(template))
+        slots = []
+        for n in changing:
+            i = self.names.index(n)
+            slots.append((start[i], start[i + 1], i if i in self._descriptors else None))
+        raw, function, packed, (cooperative, pdl) = self._raw, self._function, self._packed, self._flags
+        stream, device, knobs, encode = self._stream, self._device, self._knobs, self._encode
 
+        def launch(*values):
+            if _hooked(knobs.launch_enter_hook) or _hooked(knobs.launch_exit_hook):
+                return self(grid, bind(*values))
+            flat = template[:]
+            for (first, end, i), v in zip(slots, values):
+                if i is None:
+                    flat[first] = v.data_ptr()
+                else:
+                    flat[first:end] = encode(i, v)
+            raw(grid[0], grid[1], grid[2], stream(device), function, cooperative, pdl, None, None, packed,
+                None, None, None, *flat)
+        return launch
+
+    def _encode(self, i: int, base: torch.Tensor) -> list:
         kept = self._encoded[i]
         ptr = base.data_ptr()
         found = kept.get(ptr)
         if found is None:
             if len(kept) >= self._KEPT:
                 kept.clear()
-            found = kept[ptr] = make_tensordesc_arg(Box(base, *self._descriptors[i]), self._metas[i])
+            found = kept[ptr] = self._make(Box(base, *self._descriptors[i]), self._metas[i])
         return found
 
     def __call__(self, grid: tuple, args: list) -> None:

@@ -738,23 +738,24 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
         a_desc=(list(ops.a.shape), list(ops.a.stride())), b_desc=(list(w.shape), list(w.stride())),
         c_desc=(list(out.shape), list(out.stride()))))
     pieces, whole, rest, grid = shape["pieces"], shape["whole"], shape["rest"], shape["grid"]
-    bind = kernel.binder(dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=whole, PIECES=pieces,
-                              GROUP_M=k["GROUP_M"], STAGES=cfg.num_stages, SPLIT=k["SPLIT"],
-                              num_warps=cfg.num_warps, **flags),
-                         ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr", "partials_ptr"])
+    launch = kernel.launcher(grid, dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=whole, PIECES=pieces,
+                                        GROUP_M=k["GROUP_M"], STAGES=cfg.num_stages, SPLIT=k["SPLIT"],
+                                        num_warps=cfg.num_warps, **flags),
+                             ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr", "partials_ptr"])
+    if summed is None:
+        def launch_again(a, b, scale_a, scale_b, c):
+            launch(a, b, c, scale_a, scale_b, scale_a)  # unsplit: the partials are never read
+        return cfg, launch_again
     slots = shape["slots"]
-    if summed is not None:
-        sums = Direct(sum_pieces_kernel, summed, out.device)
-        bind_sums = sums.binder(dict(M=ops.M, N=ops.N, WHOLE_TILES=whole, PIECES=pieces,
-                                     stride_cm=out.stride(0), stride_cn=out.stride(1),
-                                     BLOCK_M=k["BLOCK_M"], BLOCK_N=k["BLOCK_N"], GROUP_M=k["GROUP_M"],
-                                     ROW_A=flags["ROW_A"], ROW_B=flags["ROW_B"], SUB_M=32),
-                                ["partials_ptr", "c_ptr", "scale_a_ptr", "scale_b_ptr"])
-        sum_grid = (rest, k["BLOCK_M"] // 32)
+    launch_sums = Direct(sum_pieces_kernel, summed, out.device).launcher(
+        (rest, k["BLOCK_M"] // 32), dict(M=ops.M, N=ops.N, WHOLE_TILES=whole, PIECES=pieces,
+                                         stride_cm=out.stride(0), stride_cn=out.stride(1), BLOCK_M=k["BLOCK_M"],
+                                         BLOCK_N=k["BLOCK_N"], GROUP_M=k["GROUP_M"], ROW_A=flags["ROW_A"],
+                                         ROW_B=flags["ROW_B"], SUB_M=32),
+        ["partials_ptr", "c_ptr", "scale_a_ptr", "scale_b_ptr"])
 
     def launch_again(a, b, scale_a, scale_b, c):
-        partials = workspace(c.device, slots, 1)[0] if pieces > 1 else scale_a  # unsplit: never read
-        kernel(grid, bind(a, b, c, scale_a, scale_b, partials))
-        if summed is not None:
-            sums(sum_grid, bind_sums(partials, c, scale_a, scale_b))
+        partials = workspace(c.device, slots, 1)[0]
+        launch(a, b, c, scale_a, scale_b, partials)
+        launch_sums(partials, c, scale_a, scale_b)
     return cfg, launch_again
