@@ -5,6 +5,8 @@
 #   make book      build the book into _build/html (no execution: it renders book/*.ipynb); needs
 #                  only Jupyter Book, in its own .venv-book (no torch, no Triton)
 #   make execute   execute notebooks/*.md into book/*.ipynb on a Hopper GPU (CHAPTERS="00 02" for some)
+#   make test-newest  the package's tests (the offline compile test among them) against the newest
+#                  torch and Triton that pip installs, in their own .venv-newest (requirements-newest.txt)
 #
 # Each target creates .venv from requirements.txt when missing. To use an existing environment
 # instead (a GPU machine with its own torch and Triton, no network), pass PYTHON:
@@ -28,7 +30,7 @@ BOOK_VENV := .venv-book
 JUPYTER_BOOK_IN = -c "import sys; from jupyter_book.cli.main import main; sys.argv[0] = 'jupyter-book'; sys.exit(main())"
 JUPYTER_BOOK = $(PYTHON) $(JUPYTER_BOOK_IN)
 
-.PHONY: test test-package test-notebooks test-book book execute env clean
+.PHONY: test test-package test-notebooks test-book test-newest book execute env clean
 
 $(VENV)/.installed: requirements.txt
 	python3 -m venv $(VENV)
@@ -50,6 +52,18 @@ test-notebooks: $(ENV)
 test-book: $(ENV)
 	rm -rf _build
 	$(JUPYTER_BOOK) build . --warningiserror --keep-going
+
+NEWEST_VENV := .venv-newest
+
+$(NEWEST_VENV)/.installed: requirements-newest.txt
+	python3 -m venv $(NEWEST_VENV)
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(NEWEST_VENV)/bin/python -m pip install --quiet -r requirements-newest.txt
+	touch $@
+
+test-newest: $(NEWEST_VENV)/.installed
+	$(NEWEST_VENV)/bin/python -c "import torch, triton, numpy; print('newest: torch', torch.__version__, '| Triton', triton.__version__, '| numpy', numpy.__version__)"
+	$(NEWEST_VENV)/bin/python -m pytest --durations=15 -p no:cacheprovider tests
 
 $(BOOK_VENV)/.installed: requirements-book.txt
 	python3 -m venv $(BOOK_VENV)

@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 
+from fp8_tutorial.kernels import compat
 from fp8_tutorial.measure import schedule
 
 SCRIPT = textwrap.dedent("""
@@ -86,6 +87,13 @@ def compiled_kernels():
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+# With fast accumulation nothing spills on the Triton the book runs (3.6). Newer ones compile some
+# configurations otherwise: these spill there, and no others may (a new Triton's spills show here).
+SPILLS_ON_OTHER_TRITONS = {
+    (3, 8): {("gluon", "cooperative, 128x128x128 tiles, GROUP_M 8, 4 warps, 6 stages, split tail")},  # 8 bytes
+}
+
+
 def test_every_configuration_compiles(compiled_kernels):
     failed = [(r["kernel"], r["config"], r["precise"], r["error"]) for r in compiled_kernels if "error" in r]
     assert not failed, failed
@@ -104,7 +112,7 @@ def test_compiled_code_is_what_the_kernels_say(compiled_kernels):
         specialized = r["setmaxnreg"] > 0 and r["workers"] > 0
         assert specialized == (r["kernel"] in ("ws", "gluon")), what
         assert r["shared_kib"] <= schedule.SMEM_PER_PROGRAM_MAX // 1024, what
-        if not r["precise"]:
+        if not r["precise"] and (r["kernel"], r["config"]) not in SPILLS_ON_OTHER_TRITONS.get(compat.TRITON, ()):
             assert r["spills"] == 0, (what, r["registers"], r["spills"])
         if r["kernel"] == "gluon":  # the partitions gemm counts (for gluon_maxnreg) are the ones compiled
             assert (r["worker_warps"], r["threads"]) == (r["expected_worker_warps"], r["expected_threads"]), what

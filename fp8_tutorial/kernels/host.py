@@ -17,6 +17,7 @@ import torch
 import triton
 
 from .._env import DEVICE, ON_GPU
+from .compat import DIRECT_LAUNCH
 
 #: Shared memory per SM of a Hopper GPU, and the most one program may have.
 SMEM_PER_SM = 228 * 1024
@@ -388,6 +389,9 @@ class Direct:
     _KEPT = 16  # encoded descriptors kept per parameter
 
     def __init__(self, jit_fn, compiled, device: torch.device, descriptors: dict | None = None):
+        if not DIRECT_LAUNCH:
+            raise RuntimeError(f"host.Direct lays out a launch's arguments as Triton 3.6's launcher takes them; this "
+                               f"is Triton {triton.__version__} (compat.DIRECT_LAUNCH)")
         from triton import knobs
         from triton.backends.nvidia.driver import make_tensordesc_arg
         from triton.runtime.driver import driver

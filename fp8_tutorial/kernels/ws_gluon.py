@@ -58,6 +58,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from .._env import ON_GPU
 from .common import apply_scales, grouped_tile, load_scales
+from .compat import DIRECT_LAUNCH, cta_barrier
 from .host import (Direct, Launch, Operands, capability, check_config, describe_config, epilogue_scales_only,
                    fastest, fit_stages, pipeline_smem, programs, SMEM_PER_PROGRAM_MAX, tile_count, workspace)
 from .persistent import check_plan, cached_split_plan, split_unit, sum_pieces_kernel
@@ -267,10 +268,10 @@ def stash_piece(acc, c_bufs, FIRST: gl.constexpr, partials_ptr, slot, GROUP: gl.
     tma.store_wait(0)  # the buffer may still be read by the last tile's TMA stores
     for h in gl.static_range(BLOCK_N // WIDTH):
         part_smem.store(parts[h])
-        gl.thread_barrier()
+        cta_barrier()
         for r in gl.static_range(0, SUB_M, ROWS):
             gl.store(base + r * BLOCK_N + h * WIDTH + offsets, part_smem.slice(r, ROWS).load(rows_of_4))
-        gl.thread_barrier()
+        cta_barrier()
 
 
 @gluon.jit
@@ -723,7 +724,7 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
     """The first call of a problem: choose its configuration (timing them, once per problem), run
     it into ``out``, and return (the configuration, what later calls of the same problem signature
     run instead): the compiled kernels launched directly (``host.Direct``), with new descriptors'
-    bases only."""
+    bases only, on the Triton that layout is checked against (``compat.DIRECT_LAUNCH``)."""
     why = gluon_takes(ops, out)
     if why:
         raise ValueError(why)
@@ -732,6 +733,12 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
     cfg = choose_gluon_config(ops, out, flags, num_sms,
                               lambda c: _run(ops, out, flags, c, num_sms, None, None))
     compiled, summed, shape = _run(ops, out, flags, cfg, num_sms, None, None)
+    if not DIRECT_LAUNCH:  # another Triton: later calls launch as the first did
+        recipes = ops.recipe_a, ops.recipe_b
+
+        def launch_jit(a, b, scale_a, scale_b, c):
+            _run(Operands(a, b, scale_a, scale_b, *recipes), c, flags, cfg, num_sms, None, None)
+        return cfg, launch_jit
     k = cfg.kwargs
     w = ops.b.t()  # the (N, K) weight, K-major
     kernel = Direct(GLUON_KERNELS[k["KIND"]], compiled, out.device, descriptors=dict(
