@@ -20,7 +20,8 @@ from .gemm import scaled_mm  # noqa: E402
 _LAZY = {"benchmark": "measure.bench", "copy_bandwidth": "measure.bench", "copy_contender": "measure.bench",
          "Record": "measure.bench", "NoGPUError": "measure.bench",
          "api_benchmark": "measure.bench", "ApiRecord": "measure.bench",
-         "poison": "checks", "reference_mm": "checks", "rel_error": "checks"}
+         "poison": "checks", "reference_mm": "checks", "rel_error": "checks",
+         "show_source": "show"}
 
 
 def __getattr__(name):
@@ -36,4 +37,5 @@ __all__ = [
     "FP8_MAX", "GRANULARITIES", "quantize", "dequantize", "scaled_mm",
     "rel_error", "reference_mm", "poison",
     "benchmark", "copy_bandwidth", "copy_contender", "Record", "NoGPUError", "api_benchmark", "ApiRecord",
+    "show_source",
 ]

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "contender of the same recipe and accumulation, interleaved in one run; with "
                                    "--api, time fp8_tutorial.scaled_mm against cuBLAS as a model calls them.")
     p.add_argument("--seed-shapes", action="store_true",
-                   help="the reference script's eight shapes (default when no shape option is given)")
+                   help="the eight reference shapes (default when no shape option is given)")
     p.add_argument("--square", type=int, nargs="*", default=[], metavar="S",
                    help="square shapes S x S x S (default with no shape option: 8192)")
     p.add_argument("--shape", nargs="*", default=[], metavar="MxKxN", help="explicit shapes, e.g. 4608x12288x3072")

@@ -1,7 +1,6 @@
 """The book: every chapter source has an executed copy with exactly its code, and the table of
 contents lists every chapter."""
 
-from pathlib import Path
 
 import yaml
 
@@ -43,27 +42,32 @@ PRINTED_MODULES = {"gemm": "fp8_tutorial.gemm", "quant": "fp8_tutorial.quant", "
 
 
 def test_printed_sources_are_the_package_s():
-    """A chapter that prints a function of the package (``inspect.getsource``) shows what the
-    package holds now: changing printed code means executing the chapter again."""
+    """A chapter that prints a function of the package (``inspect.getsource``) or shows it
+    (``show_source``) shows what the package holds now: changing shown code means executing the
+    chapter again."""
     import importlib
     import inspect
     import re
 
     import nbformat
 
+    from fp8_tutorial import show
+
     checked = 0
     for nb_path in sorted(book.BOOK.glob("[0-9][0-9]_*.ipynb")):
         nb = nbformat.read(nb_path, as_version=4)
         for cell in (c for c in nb.cells if c.cell_type == "code"):
-            printed = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
-            for expr in re.findall(r"getsource\(([\w.]+)\)", cell.source):
+            printed = "".join(o.get("text", "") if o.get("output_type") == "stream"
+                              else o.get("data", {}).get("text/plain", "") for o in cell.outputs)
+            for how, expr in re.findall(r"(getsource|show_source)\(([\w.]+)", cell.source):
                 head, *attrs = expr.split(".")
                 if head not in PRINTED_MODULES:  # defined in the chapter itself
                     continue
                 obj = importlib.import_module(PRINTED_MODULES[head])
                 for attr in attrs:
                     obj = getattr(obj, attr)
-                assert inspect.getsource(obj) in printed, f"{nb_path.name} prints an older {expr}: execute it again"
+                shown = inspect.getsource(obj) if how == "getsource" else show.source(obj).text
+                assert shown in printed, f"{nb_path.name} shows an older {expr}: execute it again"
                 checked += 1
     assert checked >= 15
 

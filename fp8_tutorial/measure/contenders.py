@@ -30,7 +30,7 @@ from ..quant import quantize
 
 RECIPES = ("bf16", "tensor", "row", "block")
 ACCUMULATIONS = ("fast", "precise")
-#: The reference script's shapes: M in 512, 1152, 2304, 4608 with (K, N) = (3072, 12288) and (12288, 3072).
+#: The eight reference shapes: M in 512, 1152, 2304, 4608 with (K, N) = (3072, 12288) and (12288, 3072).
 SEED_SHAPES = [(M, K, N) for M in (512, 1152, 2304, 4608) for K, N in ((3072, 12288), (12288, 3072))]
 BASELINE = "cublas"
 

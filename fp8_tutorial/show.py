@@ -1,0 +1,83 @@
+"""What the chapters show of the package: its source, as code.
+
+``show_source(obj)`` displays a function's, a class's or a kernel's source (``@triton.jit`` and
+``@gluon.jit`` kernels hold their function in ``.fn``) read from the package itself, so that what a
+reader reads is what runs. In Jupyter and in the rendered book it is highlighted Python; a listing
+longer than ``FOLD_LINES`` lines starts folded under a line that names it, its file and its length.
+As plain text (a terminal, a test) it is the source itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+#: Listings longer than this start folded (``collapse=None``).
+FOLD_LINES = 40
+
+
+class Source:
+    """An object's source, displayed as code: Jupyter and the book render ``_repr_markdown_`` (a
+    fenced Python block, in an HTML ``<details>`` when folded); anything else shows ``text``."""
+
+    def __init__(self, text: str, name: str, where: str, collapse: bool):
+        self.text, self.name, self.where, self.collapse = text, name, where, collapse
+
+    @property
+    def lines(self) -> int:
+        return len(self.text.rstrip("\n").splitlines())
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_markdown_(self) -> str:
+        fence = "`" * max(3, 1 + max((len(run) for run in _backtick_runs(self.text)), default=0))
+        block = f"{fence}python\n{self.text.rstrip()}\n{fence}"
+        if not self.collapse:
+            return block
+        summary = f"<code>{self.name}</code>, {self.lines} lines ({self.where})"
+        return f"<details>\n<summary>{summary}</summary>\n\n{block}\n\n</details>"
+
+
+def _backtick_runs(text: str) -> list[str]:
+    """Every run of backticks in ``text``: a fence must be longer than all of them."""
+    runs, run = [], ""
+    for ch in text:
+        if ch == "`":
+            run += ch
+        elif run:
+            runs.append(run)
+            run = ""
+    return runs + ([run] if run else [])
+
+
+def source(obj, *, collapse: bool | None = None) -> Source:
+    """``obj``'s source as a displayable ``Source``: folded if ``collapse``, or (None) if it is
+    longer than FOLD_LINES lines. Raises TypeError for an object without Python source."""
+    fn = getattr(obj, "fn", obj)  # a Triton or Gluon kernel keeps its Python function in .fn
+    try:
+        text = inspect.getsource(fn)
+        path = inspect.getsourcefile(fn)
+    except (TypeError, OSError) as e:
+        raise TypeError(f"no Python source to show for {obj!r}: {e}") from e
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(obj)))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    where = os.path.relpath(path, package) if path and path.startswith(package) else (path or "?")
+    made = Source(text, name, where.replace(os.sep, "/"), False)
+    made.collapse = made.lines > FOLD_LINES if collapse is None else bool(collapse)
+    return made
+
+
+def show_source(obj, *, collapse: bool | None = None) -> None:
+    """Display ``obj``'s source (``source``) in a notebook, or print it elsewhere."""
+    made = source(obj, collapse=collapse)
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        print(made.text, end="")
+        return
+    if get_ipython() is None:
+        print(made.text, end="")
+    else:
+        display(made)
