@@ -1,7 +1,6 @@
 """The book: every chapter source has an executed copy with exactly its code, and the table of
 contents lists every chapter."""
 
-
 import yaml
 
 from fp8_tutorial import book
