@@ -62,6 +62,7 @@ $(NEWEST_VENV)/.installed: requirements-newest.txt
 	touch $@
 
 test-newest: $(NEWEST_VENV)/.installed
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -r requirements-newest.txt  # still the newest
 	$(NEWEST_VENV)/bin/python -c "import torch, triton, numpy; print('newest: torch', torch.__version__, '| Triton', triton.__version__, '| numpy', numpy.__version__)"
 	$(NEWEST_VENV)/bin/python -m pytest --durations=15 -p no:cacheprovider tests
 

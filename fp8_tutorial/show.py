@@ -9,6 +9,7 @@ As plain text (a terminal, a test) it is the source itself.
 
 from __future__ import annotations
 
+import html
 import inspect
 import os
 
@@ -35,7 +36,7 @@ class Source:
         block = f"{fence}python\n{self.text.rstrip()}\n{fence}"
         if not self.collapse:
             return block
-        summary = f"<code>{self.name}</code>, {self.lines} lines ({self.where})"
+        summary = f"<code>{html.escape(self.name)}</code>, {self.lines} lines ({html.escape(self.where)})"
         return f"<details>\n<summary>{summary}</summary>\n\n{block}\n\n</details>"
 
 
@@ -54,7 +55,9 @@ def _backtick_runs(text: str) -> list[str]:
 def source(obj, *, collapse: bool | None = None) -> Source:
     """``obj``'s source as a displayable ``Source``: folded if ``collapse``, or (None) if it is
     longer than FOLD_LINES lines. Raises TypeError for an object without Python source."""
-    fn = getattr(obj, "fn", obj)  # a Triton or Gluon kernel keeps its Python function in .fn
+    fn = obj
+    while hasattr(fn, "fn"):  # a Triton or Gluon kernel keeps its Python function in .fn (an autotuner, its kernel)
+        fn = fn.fn
     try:
         text = inspect.getsource(fn)
         path = inspect.getsourcefile(fn)
@@ -62,7 +65,8 @@ def source(obj, *, collapse: bool | None = None) -> Source:
         raise TypeError(f"no Python source to show for {obj!r}: {e}") from e
     name = getattr(fn, "__qualname__", getattr(fn, "__name__", repr(obj)))
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    where = os.path.relpath(path, package) if path and path.startswith(package) else (path or "?")
+    inside = path is not None and os.path.commonpath([os.path.abspath(path), package]) == package
+    where = os.path.relpath(path, package) if inside else (path or "?")
     made = Source(text, name, where.replace(os.sep, "/"), False)
     made.collapse = made.lines > FOLD_LINES if collapse is None else bool(collapse)
     return made

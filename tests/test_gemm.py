@@ -971,6 +971,20 @@ def test_split_refuses_foreign_configurations_and_plans(gen, device):
             persistent.launch_split(ops, out, False, plan=plan)
 
 
+def test_a_workspace_grows_to_twice_its_size_and_a_replaced_one_stays_alive(device):
+    """A workspace that must grow doubles at least, and on a GPU the one it replaces is kept alive
+    (a CUDA graph recorded with it replays into its memory)."""
+    dev = torch.device(device)
+    host.forget_workspace(dev)
+    first, _ = host.workspace(dev, 100, 3)
+    grown, counts = host.workspace(dev, 101, 3)
+    assert grown.numel() == 200 and counts.numel() == 3 and int(counts.abs().sum()) == 0
+    assert host.workspace(dev, 150, 3)[0] is grown
+    if dev.type == "cuda":
+        assert any(t is first for t in host._retired)
+    host.forget_workspace(dev)
+
+
 def test_streamk_and_split_share_their_workspace(gen, device):
     """Both leave the arrival counts at zero, so they can follow one another on one stream."""
     a, b, sa, sb = operands(200, 400, 264, "row", "tensor", gen, device)  # 6 tiles, 4 K blocks on a GPU

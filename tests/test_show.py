@@ -45,3 +45,18 @@ def test_show_source_prints_outside_a_notebook(capsys):
 def test_an_object_without_source_is_refused():
     with pytest.raises(TypeError, match="no Python source"):
         show.source(len)
+
+
+def test_an_autotuned_kernel_shows_its_function_and_names_are_escaped():
+    import triton
+
+    tuned = triton.autotune(configs=[triton.Config({})], key=[])(common.mma)
+    assert show.source(tuned).text == inspect.getsource(common.mma.fn)
+
+    def outer():
+        def inner():
+            return 1
+        return inner
+    made = show.source(outer(), collapse=True)
+    assert "<code>test_an_autotuned_kernel_shows_its_function_and_names_are_escaped.&lt;locals&gt;." in \
+        made._repr_markdown_()

@@ -277,28 +277,32 @@ def persistent_grid(M: int, N: int, num_sms: int):
 # ---- workspaces ----------------------------------------------------------------------------------
 
 _workspaces: dict = {}
+_retired: list = []  # workspaces replaced or forgotten on a GPU, kept alive (see ``_retire``)
 
 
 def _workspace_key(device: torch.device) -> tuple:
-    return device, torch._C._cuda_getCurrentRawStream(device.index or 0) if device.type == "cuda" else 0
+    return device, torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else 0
 
 
 def workspace(device: torch.device, partial_elems: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Float32 partial tiles and zeroed arrival counts for kernels whose programs meet over a tile
-    (stream-K, split-K in step, split tails), kept per device and stream and grown as needed: the
-    kernels leave every count at zero again, so one zeroing at allocation serves all later
-    launches on that stream (launches on one stream run one after another). They are allocated
-    outside any CUDA graph's memory pool (``_kept``), as they outlive the call."""
-    key = _workspace_key(device)
+    (stream-K, split-K in step, split tails), kept per device and stream and grown as needed (to
+    twice the old size at least): the kernels leave every count at zero again, so one zeroing at
+    allocation serves all later launches on that stream (launches on one stream run one after
+    another). They are allocated outside any CUDA graph's memory pool (``_kept``), as they outlive
+    the call."""
     if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())  # the helper's device is its own
+        device = torch.device("cuda", torch.cuda.current_device())
+    key = _workspace_key(device)
     partials, arrivals = _workspaces.get(key, (None, None))
     if partials is None or partials.numel() < partial_elems:
-        _release(partials)
-        partials = _kept(device, lambda: torch.empty(partial_elems, dtype=torch.float32, device=device))
+        size = max(partial_elems, 2 * partials.numel() if partials is not None else 0)
+        _retire(partials)
+        partials = _kept(device, lambda: torch.empty(size, dtype=torch.float32, device=device))
     if arrivals is None or arrivals.numel() < tiles:
-        _release(arrivals)
-        arrivals = _kept(device, lambda: torch.zeros(tiles, dtype=torch.int32, device=device))
+        size = max(tiles, 2 * arrivals.numel() if arrivals is not None else 0)
+        _retire(arrivals)
+        arrivals = _kept(device, lambda: torch.zeros(size, dtype=torch.int32, device=device))
     _workspaces[key] = (partials, arrivals)
     return partials, arrivals
 
@@ -308,9 +312,14 @@ def _kept(device: torch.device, allocate: Callable[[], torch.Tensor]) -> torch.T
     graph is warmed up or recorded (``torch.compile``'s "reduce-overhead" does both), what this
     thread allocates comes from the graph's private pool, which must hold nothing but the graph's
     own tensors. The helper works on the device's default stream, and the current stream waits for
-    it. During a capture (where that wait cannot be recorded) the tensor is allocated as any
-    other; a graph warmed up first never gets there."""
-    if device.type != "cuda" or torch.cuda.is_current_stream_capturing():
+    it. During a capture (where that wait cannot be recorded) the tensor is allocated as any other,
+    in the graph's pool, its zeroing a part of the graph; a graph warmed up on its capture stream
+    (as reduce-overhead's are) never gets there."""
+    if device.type != "cuda":
+        return allocate()
+    with torch.cuda.device(device):
+        capturing = torch.cuda.is_current_stream_capturing()
+    if capturing:
         return allocate()
     made: list = []
 
@@ -328,17 +337,19 @@ def _kept(device: torch.device, allocate: Callable[[], torch.Tensor]) -> torch.T
     return made[0]
 
 
-def _release(t: torch.Tensor | None) -> None:
-    """A kept tensor let go while kernels queued on the current stream may still use it: the
-    caching allocator reuses its memory only once they are done."""
-    if t is not None and t.is_cuda and not torch.cuda.is_current_stream_capturing():
-        t.record_stream(torch.cuda.current_stream(t.device))
+def _retire(t: torch.Tensor | None) -> None:
+    """A workspace let go: on a GPU it is kept alive, never freed, as a CUDA graph recorded with it
+    replays into its memory (and kernels queued on the stream may still use it)."""
+    if t is not None and t.is_cuda:
+        _retired.append(t)
 
 
 def forget_workspace(device: torch.device) -> None:
     """A launch cut short may leave arrival counts behind: the next one starts afresh."""
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     for t in _workspaces.pop(_workspace_key(device), ()):
-        _release(t)
+        _retire(t)
 
 
 # ---- the direct launch ---------------------------------------------------------------------------
