@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import inspect
 import os
+import re
 
 #: Listings longer than this start folded (``collapse=None``).
 FOLD_LINES = 40
@@ -32,24 +33,12 @@ class Source:
         return self.text
 
     def _repr_markdown_(self) -> str:
-        fence = "`" * max(3, 1 + max((len(run) for run in _backtick_runs(self.text)), default=0))
+        fence = "`" * max(3, 1 + max(map(len, re.findall("`+", self.text)), default=0))  # past any in the text
         block = f"{fence}python\n{self.text.rstrip()}\n{fence}"
         if not self.collapse:
             return block
         summary = f"<code>{html.escape(self.name)}</code>, {self.lines} lines ({html.escape(self.where)})"
         return f"<details>\n<summary>{summary}</summary>\n\n{block}\n\n</details>"
-
-
-def _backtick_runs(text: str) -> list[str]:
-    """Every run of backticks in ``text``: a fence must be longer than all of them."""
-    runs, run = [], ""
-    for ch in text:
-        if ch == "`":
-            run += ch
-        elif run:
-            runs.append(run)
-            run = ""
-    return runs + ([run] if run else [])
 
 
 def source(obj, *, collapse: bool | None = None) -> Source:

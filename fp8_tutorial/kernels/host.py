@@ -280,7 +280,15 @@ _workspaces: dict = {}
 _retired: list = []  # workspaces replaced or forgotten on a GPU, kept alive (see ``_retire``)
 
 
+def _indexed(device: torch.device) -> torch.device:
+    """``device`` with its index ("cuda" means the current device)."""
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def _workspace_key(device: torch.device) -> tuple:
+    device = _indexed(device)
     return device, torch._C._cuda_getCurrentRawStream(device.index) if device.type == "cuda" else 0
 
 
@@ -291,8 +299,7 @@ def workspace(device: torch.device, partial_elems: int, tiles: int) -> tuple[tor
     allocation serves all later launches on that stream (launches on one stream run one after
     another). They are allocated outside any CUDA graph's memory pool (``_kept``), as they outlive
     the call."""
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = _indexed(device)  # the helper thread's current device is its own
     key = _workspace_key(device)
     partials, arrivals = _workspaces.get(key, (None, None))
     if partials is None or partials.numel() < partial_elems:
@@ -346,8 +353,6 @@ def _retire(t: torch.Tensor | None) -> None:
 
 def forget_workspace(device: torch.device) -> None:
     """A launch cut short may leave arrival counts behind: the next one starts afresh."""
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
     for t in _workspaces.pop(_workspace_key(device), ()):
         _retire(t)
 
