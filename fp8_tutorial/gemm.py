@@ -203,6 +203,9 @@ class Plan:
     config: object
     launch: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], None]
     pack_scales: bool  # scales that are not contiguous are packed on every call
+    M: int  # the output's shape and device, for a new output on every call
+    N: int
+    device: torch.device
 
 
 
@@ -219,8 +222,8 @@ def _signature(a, b, scale_a, scale_b, out, out_dtype, kernel, precise) -> tuple
                scale_b.__class__, scale_b.dtype, scale_b.shape, scale_b.stride(), scale_b.device,
                scale_b.data_ptr() & 15,
                # inputs that want a gradient: refused while autograd records (no backward here)
-               (a.requires_grad or b.requires_grad or scale_a.requires_grad or scale_b.requires_grad)
-               and torch.is_grad_enabled())
+               torch.is_grad_enabled()
+               and (a.requires_grad or b.requires_grad or scale_a.requires_grad or scale_b.requires_grad))
         if out is None:
             return sig
         return sig + (out.__class__, out.dtype, out.shape, out.stride(), out.device, out.data_ptr() & 15,
@@ -272,7 +275,7 @@ def _plan(a, b, scale_a, scale_b, out, out_dtype, kernel, precise) -> tuple[Plan
             chosen.run(Operands(a, b, scale_a, scale_b, *recipes), out, precise)
         launch(a, b, scale_a, scale_b, out)
         pack = False  # the launchers pack the scales themselves
-    return Plan(chosen.name, config, launch, pack), out
+    return Plan(chosen.name, config, launch, pack, ops.M, ops.N, out.device), out
 
 
 def plan_of(a, b, scale_a, scale_b, *, out_dtype=torch.bfloat16, kernel="auto", precise=False, out=None):
@@ -291,8 +294,8 @@ def _scaled_mm(a, b, scale_a, scale_b, out_dtype, kernel, precise, out):
         if key is not None:
             PLANS[key] = plan
         return out
-    if out is None:
-        out = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype, device=a.device)
+    if out is None:  # sizes given one by one: torch parses them faster than a tuple
+        out = torch.empty(plan.M, plan.N, dtype=out_dtype, device=plan.device)
     if plan.pack_scales:
         scale_a, scale_b = scale_a.reshape(-1).contiguous(), scale_b.reshape(-1).contiguous()
     plan.launch(a, b, scale_a, scale_b, out)

@@ -278,6 +278,7 @@ def persistent_grid(M: int, N: int, num_sms: int):
 
 _workspaces: dict = {}
 _retired: list = []  # workspaces replaced or forgotten on a GPU, kept alive (see ``_retire``)
+_changes = [0]  # how many times a workspace was replaced or forgotten (``PlanWorkspace`` looks)
 
 
 def _indexed(device: torch.device) -> torch.device:
@@ -347,12 +348,33 @@ def _kept(device: torch.device, allocate: Callable[[], torch.Tensor]) -> torch.T
 def _retire(t: torch.Tensor | None) -> None:
     """A workspace let go: on a GPU it is kept alive, never freed, as a CUDA graph recorded with it
     replays into its memory (and kernels queued on the stream may still use it)."""
+    _changes[0] += 1
     if t is not None and t.is_cuda:
         _retired.append(t)
 
 
+class PlanWorkspace:
+    """``workspace(device, partial_elems, tiles)`` for every call of one plan: looked up again only
+    when the current stream has changed or a workspace was replaced or forgotten since (what the
+    lookup costs, a few microseconds of a call's host time, is then paid once)."""
+
+    __slots__ = ("device", "sizes", "stream", "changes", "found")
+
+    def __init__(self, device: torch.device, partial_elems: int, tiles: int):
+        self.device, self.sizes = _indexed(device), (partial_elems, tiles)
+        self.stream, self.changes, self.found = None, -1, None
+
+    def __call__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        stream = torch._C._cuda_getCurrentRawStream(self.device.index)
+        if stream != self.stream or self.changes != _changes[0]:
+            self.found = workspace(self.device, *self.sizes)
+            self.stream, self.changes = stream, _changes[0]
+        return self.found
+
+
 def forget_workspace(device: torch.device) -> None:
     """A launch cut short may leave arrival counts behind: the next one starts afresh."""
+    _changes[0] += 1
     for t in _workspaces.pop(_workspace_key(device), ()):
         _retire(t)
 

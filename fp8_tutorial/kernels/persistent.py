@@ -246,25 +246,6 @@ def split_kernel(
             _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, rows, cols, M, N, stride_cm, stride_cn, ROW_A, ROW_B)
 
 
-@triton.jit
-def sum_pieces_kernel(partials_ptr, c_ptr, scale_a_ptr, scale_b_ptr, M, N, WHOLE_TILES, PIECES, stride_cm, stride_cn,
-                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
-                      ROW_A: tl.constexpr, ROW_B: tl.constexpr, SUB_M: tl.constexpr):
-    """Sum the pieces of split tile program_id(0) (slots split_tile * PIECES + q, in piece order),
-    rows [program_id(1) * SUB_M, + SUB_M) of it, scale and store them."""
-    split_tile = tl.program_id(0)
-    sub = tl.program_id(1)
-    pid_m, pid_n = grouped_tile(WHOLE_TILES + split_tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    r = sub * SUB_M + tl.arange(0, SUB_M)
-    c = tl.arange(0, BLOCK_N)
-    offsets = r[:, None] * BLOCK_N + c[None, :]
-    acc = tl.zeros((SUB_M, BLOCK_N), dtype=tl.float32)
-    for q in range(PIECES):
-        acc += tl.load(partials_ptr + (split_tile * PIECES + q).to(tl.int64) * (BLOCK_M * BLOCK_N) + offsets)
-    _store_tile(acc, c_ptr, scale_a_ptr, scale_b_ptr, pid_m * BLOCK_M + r, pid_n * BLOCK_N + c, M, N,
-                stride_cm, stride_cn, ROW_A, ROW_B)
-
-
 # ---- the persistent kernel's configurations and launcher -------------------------------------------
 
 def persistent_config(bm, bn, bk, warps, stages, per_sm, group_m=8, flatten=True):

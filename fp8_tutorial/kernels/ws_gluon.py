@@ -34,11 +34,11 @@ Three kernels, three ways to use more than one consumer warp group:
   shapes with K = 3072, within 0.7% on the others).
 
 All three walk the schedule of ``persistent.split_kernel`` (``program_work``): with SPLIT, the tiles
-after the full waves are cut into pieces along K, so that the last wave keeps every SM busy; the
-pieces' float32 partial tiles are written out, and ``persistent.sum_pieces_kernel``, launched
-next, adds them up, scales them and stores the tiles. Adding them up in the kernel instead (the
-last piece to finish, as ``split_kernel`` does) made ptxas spill the accumulator after every
-tile's K loop, split or not, and cost 3 to 25% on the H200.
+after the full waves are cut into pieces along K, so that the last wave keeps every SM busy. Each
+piece's float32 partial tile is written out and counted in; the last piece of a tile to arrive adds
+up all of them, in piece order, scales the sum and stores it (``add_up_pieces``), a few rows at a
+time, so that what it holds beside the accumulator is small. One launch
+does the whole product: on the host a split plan costs what an unsplit one does.
 
 With PRECISE the compiler adds each block's product into the float32 accumulator right after its
 ``wgmma``, so the ``wgmma`` are waited for one by one, and with 128 x 256 tiles, or within the
@@ -59,9 +59,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from .._env import ON_GPU
 from .common import apply_scales, grouped_tile, load_scales
 from .compat import DIRECT_LAUNCH, cta_barrier
-from .host import (Direct, Launch, Operands, capability, check_config, describe_config, epilogue_scales_only,
-                   fastest, fit_stages, pipeline_smem, programs, SMEM_PER_PROGRAM_MAX, tile_count, workspace)
-from .persistent import check_plan, cached_split_plan, split_unit, sum_pieces_kernel
+from .host import (Direct, Launch, Operands, PlanWorkspace, capability, check_config, describe_config,
+                   epilogue_scales_only, fastest, fit_stages, pipeline_smem, programs, SMEM_PER_PROGRAM_MAX, tile_count,
+                   workspace)
+from .persistent import check_plan, cached_split_plan, split_unit
 from .tma import tma_takes
 from .ws import WS_KEYS
 
@@ -246,13 +247,13 @@ def store_tile(acc, sa, sb, c_desc, c_bufs, off_m, off_n, ROW_A: gl.constexpr, R
 
 
 @gluon.jit
-def stash_piece(acc, c_bufs, FIRST: gl.constexpr, partials_ptr, slot, GROUP: gl.constexpr, GROUPS: gl.constexpr,
-                num_warps: gl.constexpr):
-    """Write this piece's float32 partial tile (group GROUP's rows of it) to its slot of
-    ``partials`` (``persistent.sum_pieces_kernel`` adds the pieces up after the launch). It goes out
-    in column parts through the group's first output buffer, ``c_bufs.index(FIRST)``, seen as
-    float32 (as many columns as its bytes hold), and from there 32 rows at a time in vectors of 4:
-    from the accumulator's own layout each thread would form 64 addresses, and ptxas would spill the
+def stash_piece(acc, c_bufs, FIRST: gl.constexpr, partials_ptr, slot, off_m, M, GROUP: gl.constexpr,
+                GROUPS: gl.constexpr, num_warps: gl.constexpr):
+    """Write this piece's float32 partial tile (group GROUP's rows of it, from row ``off_m``) to its
+    slot of ``partials``. It goes out in column parts through the group's first output buffer,
+    ``c_bufs.index(FIRST)``, seen as float32 (as many columns as its bytes hold), and from there 32
+    rows at a time in vectors of 4 (rows from M on are never read, and not written): from the
+    accumulator's own layout each thread would form 64 addresses, and ptxas would spill the
     accumulator after every tile's K loop to hold them."""
     SUB_M: gl.constexpr = acc.type.shape[0]  # this group's rows of the GROUPS * SUB_M-row slot
     BLOCK_N: gl.constexpr = acc.type.shape[1]
@@ -270,23 +271,72 @@ def stash_piece(acc, c_bufs, FIRST: gl.constexpr, partials_ptr, slot, GROUP: gl.
         part_smem.store(parts[h])
         cta_barrier()
         for r in gl.static_range(0, SUB_M, ROWS):
-            gl.store(base + r * BLOCK_N + h * WIDTH + offsets, part_smem.slice(r, ROWS).load(rows_of_4))
+            if off_m + r < M:
+                gl.store(base + r * BLOCK_N + h * WIDTH + offsets, part_smem.slice(r, ROWS).load(rows_of_4))
         cta_barrier()
 
 
 @gluon.jit
-def finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, off_m, off_n, tile, piece, WHOLE_TILES, PIECES,
-                ROW_A: gl.constexpr, ROW_B: gl.constexpr, SPLIT: gl.constexpr, GROUP: gl.constexpr,
-                GROUPS: gl.constexpr, FIRST: gl.constexpr, num_warps: gl.constexpr):
+def add_up_pieces(c_desc, c_bufs, FIRST: gl.constexpr, partials_ptr, split_tile, scale_a_ptr, scale_b_ptr, off_m,
+                  off_n, M, N, PIECES, ROW_A: gl.constexpr, ROW_B: gl.constexpr, GROUP: gl.constexpr,
+                  GROUPS: gl.constexpr, BLOCK_N: gl.constexpr, num_warps: gl.constexpr):
+    """The last piece of split tile ``split_tile`` to finish: add up the PIECES partial tiles of group
+    GROUP's rows (``stash_piece``'s slots), in piece order, so that the sum does not depend on the
+    order of arrival; scale it and store it through TMA, STORE_N columns at a time, each part built
+    in one of the group's output buffers a few rows at a time (rows from M on are skipped: TMA clips
+    them). The accumulator is live through it, so what it holds beside must be small: 16 rows at a
+    time, or 8 in the stacked kernel, whose groups have 128 registers each (ptxas spilled with 16
+    there, and with 8 or 32 in the cooperative kernel; 8 rows is the least a slice of the swizzled
+    buffer may have)."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    STORE_N: gl.constexpr = c_desc.block_type.shape[1]
+    ROWS: gl.constexpr = 16 if GROUPS == 1 else 8
+    LANES_N: gl.constexpr = min(32, STORE_N // 4)
+    rows_of_4: gl.constexpr = gl.BlockedLayout([1, 4], [32 // LANES_N, LANES_N], [num_warps, 1], [1, 0])
+    rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, rows_of_4))
+    cols = gl.arange(0, STORE_N, layout=gl.SliceLayout(0, rows_of_4))
+    SLOT: gl.constexpr = GROUPS * SUB_M * BLOCK_N
+    base = partials_ptr + (split_tile * PIECES).to(gl.int64) * SLOT + GROUP * SUB_M * BLOCK_N
+    offsets = rows[:, None] * BLOCK_N + cols[None, :]
+    BUFS: gl.constexpr = output_buffers(STORE_N, BLOCK_N)
+    for j in gl.static_range(BLOCK_N // STORE_N):
+        # the group's buffers in turn, as ``_store_part`` takes them (whose waits count on it)
+        buf = c_bufs.index(FIRST + j % BUFS)
+        tma.store_wait(BUFS - 1)  # the buffer's last store has read it
+        for r in gl.static_range(0, SUB_M, ROWS):
+            if off_m + r < M:
+                part = base + (r * BLOCK_N + j * STORE_N)
+                acc = gl.load(part + offsets, cache_modifier=".cg")
+                for q in range(1, PIECES):
+                    acc += gl.load((part + q * SLOT) + offsets, cache_modifier=".cg")
+                sa, sb = load_scales(scale_a_ptr, scale_b_ptr, off_m + r + rows, off_n + j * STORE_N + cols, M, N,
+                                     ROW_A, ROW_B)
+                buf.slice(r, ROWS).store(apply_scales(acc, sa, sb, ROW_A, ROW_B).to(c_desc.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(c_desc, [off_m, off_n + j * STORE_N], buf)
+
+
+@gluon.jit
+def finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, arrivals_ptr, scale_a_ptr, scale_b_ptr, off_m, off_n,
+                M, N, tile, piece, WHOLE_TILES, PIECES, ROW_A: gl.constexpr, ROW_B: gl.constexpr, SPLIT: gl.constexpr,
+                GROUP: gl.constexpr, GROUPS: gl.constexpr, FIRST: gl.constexpr, num_warps: gl.constexpr):
     """After a unit's K steps: store group GROUP's rows of its tile (from ``off_m, off_n``, scaled
-    by ``sa`` and ``sb``) through its output buffers, ``c_bufs.index(FIRST)`` on, or with SPLIT,
-    for a piece, stash them (through the first)."""
+    by ``sa`` and ``sb``) through its output buffers, ``c_bufs.index(FIRST)`` on; or with SPLIT,
+    for a piece, stash them (through the first) and count the piece in (the group's counter of
+    the tile in ``arrivals``): the last to arrive adds the pieces up, stores the tile and sets the
+    counter back to zero for the next launch."""
     if SPLIT:
         if (tile < WHOLE_TILES) | (PIECES == 1):
             store_tile(acc, sa, sb, c_desc, c_bufs, off_m, off_n, ROW_A, ROW_B, FIRST)
         else:
-            stash_piece(acc, c_bufs, FIRST, partials_ptr, (tile - WHOLE_TILES) * PIECES + piece, GROUP, GROUPS,
-                        num_warps)
+            split_tile = tile - WHOLE_TILES
+            stash_piece(acc, c_bufs, FIRST, partials_ptr, split_tile * PIECES + piece, off_m, M, GROUP, GROUPS,
+                        num_warps)  # ends with every thread's stores issued (a barrier)
+            counter = arrivals_ptr + split_tile * GROUPS + GROUP
+            if gl.atomic_add(counter, 1, sem="acq_rel", scope="gpu") == PIECES - 1:
+                add_up_pieces(c_desc, c_bufs, FIRST, partials_ptr, split_tile, scale_a_ptr, scale_b_ptr, off_m, off_n,
+                              M, N, PIECES, ROW_A, ROW_B, GROUP, GROUPS, acc.type.shape[1], num_warps)
+                gl.atomic_xchg(counter, 0)
     else:
         store_tile(acc, sa, sb, c_desc, c_bufs, off_m, off_n, ROW_A, ROW_B, FIRST)
 
@@ -321,7 +371,7 @@ def allocate_outputs(c_desc, b_desc, GROUPS: gl.constexpr):
 
 @gluon.jit
 def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
-                          partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
+                          partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
                           ROW_A: gl.constexpr, ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
                           GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr):
     """Consumer group GROUP of GROUPS: rows [GROUP * SUB_M, + SUB_M) of every unit's tile, through
@@ -345,33 +395,33 @@ def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, 
         acc, it = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, GROUP, GROUPS)
         if not EARLY:
             sa, sb = tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B, False)
-        finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, off_m, off_n, tile, piece, WHOLE_TILES, PIECES,
-                    ROW_A, ROW_B, SPLIT, GROUP, GROUPS, GROUP * BUFS, num_warps)
+        finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, arrivals_ptr, scale_a_ptr, scale_b_ptr, off_m, off_n,
+                    M, N, tile, piece, WHOLE_TILES, PIECES, ROW_A, ROW_B, SPLIT, GROUP, GROUPS, GROUP * BUFS, num_warps)
     tma.store_wait(0)
 
 
 @gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])  # one compilation serves every plan
-def gluon_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, M, N, K,
+def gluon_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
                     WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
                     ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr, num_warps: gl.constexpr):
     """C = scale(A @ W^T), persistent: one producer warp, ``num_warps`` consumer warps sharing each
     tile (BLOCK_M rows from ``c_desc``, BLOCK_N from ``b_desc``), STAGES buffers in the ring. The
     first WHOLE_TILES tiles are computed whole; with SPLIT the others are cut into PIECES pieces
-    each (``program_work``), whose partial tiles go to ``partials`` for
-    ``persistent.sum_pieces_kernel`` to add up. Without SPLIT, WHOLE_TILES must be all the tiles
-    and PIECES 1."""
+    each (``program_work``), whose partial tiles go to ``partials`` and are counted in ``arrivals``
+    (one int32 per split tile and consumer group, zero before the launch and after it): the last
+    piece of each tile adds them up. Without SPLIT, WHOLE_TILES must be all the tiles and PIECES 1."""
     a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, 1)
     c_bufs = allocate_outputs(c_desc, b_desc, 1)
     gl.warp_specialize([
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
-                                 partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                                 partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
                                  PRECISE, SPLIT, 0, 1, num_warps)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, 1)),
     ], COOPERATIVE_WORKERS, [24])
 
 
 @gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
-def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, M, N, K,
+def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
                          WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
                          ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
                          num_warps: gl.constexpr):
@@ -384,13 +434,16 @@ def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, parti
     c_bufs = allocate_outputs(c_desc, b_desc, STACKED_GROUPS)
     gl.warp_specialize([
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
-                                 scale_b_ptr, partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                                 ROW_A, ROW_B,
                                  PRECISE, SPLIT, 0, STACKED_GROUPS, 4)),
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
-                                 scale_b_ptr, partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                                 ROW_A, ROW_B,
                                  PRECISE, SPLIT, 1, STACKED_GROUPS, 4)),
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
-                                 scale_b_ptr, partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                                 ROW_A, ROW_B,
                                  PRECISE, SPLIT, 2, STACKED_GROUPS, 4)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
                      STACKED_GROUPS)),
@@ -399,7 +452,7 @@ def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, parti
 
 @gluon.jit
 def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
-                       partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
+                       partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
                        ROW_A: gl.constexpr, ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
                        GROUP: gl.constexpr):
     BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
@@ -422,14 +475,14 @@ def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_buf
             # epilogue runs while the other group's K loop does)
             off_m, off_n = unit_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M, 0, 1)
             sa, sb = tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B, False)
-            finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, off_m, off_n, tile, piece, WHOLE_TILES, PIECES,
-                        ROW_A, ROW_B, SPLIT, 0, 1, GROUP * BUFS, 4)
+            finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, arrivals_ptr, scale_a_ptr, scale_b_ptr, off_m,
+                        off_n, M, N, tile, piece, WHOLE_TILES, PIECES, ROW_A, ROW_B, SPLIT, 0, 1, GROUP * BUFS, 4)
         it += k_last - k_first
     tma.store_wait(0)
 
 
 @gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
-def gluon_pingpong_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, M, N, K,
+def gluon_pingpong_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
                           WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
                           ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
                           num_warps: gl.constexpr):
@@ -443,10 +496,10 @@ def gluon_pingpong_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, part
         mbarrier.init(turn.index(i), count=1)
     gl.warp_specialize([
         (_pingpong_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
-                              partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                              partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
                               PRECISE, SPLIT, 0)),
         (_pingpong_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
-                              partials_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
+                              partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
                               PRECISE, SPLIT, 1)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, 1)),
     ], PINGPONG_WORKERS, [232, 24])
@@ -639,8 +692,7 @@ def _layouts(config: triton.Config, out_dtype: torch.dtype) -> tuple:
 
 
 def _run(ops: Operands, out: torch.Tensor, flags: dict, cfg: triton.Config, num_sms: int, plan, kernels):
-    """One launch of ``cfg``'s kernel (and of ``sum_pieces_kernel`` after it, for a split tail):
-    returns both compiled kernels (the second None unsplit) and the values of both launches."""
+    """One launch of ``cfg``'s kernel: returns the compiled kernel and the values of the launch."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     k = cfg.kwargs
@@ -652,21 +704,17 @@ def _run(ops: Operands, out: torch.Tensor, flags: dict, cfg: triton.Config, num_
     whole, pieces = gluon_plan(cfg, M, N, K, num_sms) if plan is None else \
         check_plan(plan, tiles, triton.cdiv(K, k["BLOCK_K"]))
     rest = tiles - whole
-    # one float32 slot per piece of each split tile (no counts: the pieces are added up by
-    # sum_pieces_kernel, after the launch); unsplit, none is read, and the pointer is scale_a's
+    # one float32 slot per piece of each split tile, and a counter per split tile and consumer group;
+    # unsplit, neither is touched, and both pointers are scale_a's
     slots = rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 0
+    counters = rest * GLUON_GROUPS[k["KIND"]] if pieces > 1 else 0
     scales = ops.packed_scales
-    partials = workspace(out.device, slots, 1)[0] if pieces > 1 else scales[0]
+    partials, arrivals = workspace(out.device, slots, counters) if pieces > 1 else (scales[0], scales[0])
     grid = (min(num_sms, whole + rest * pieces),)
     compiled = (kernels or GLUON_KERNELS)[k["KIND"]][grid](
-        *descriptors, *scales, partials, M, N, K, whole, pieces, k["GROUP_M"], cfg.num_stages,
+        *descriptors, *scales, partials, arrivals, M, N, K, whole, pieces, k["GROUP_M"], cfg.num_stages,
         **flags, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, maxnreg=gluon_maxnreg(cfg))
-    summed = None
-    if pieces > 1:
-        summed = sum_pieces_kernel[(rest, k["BLOCK_M"] // 32)](
-            partials, out, *scales, M, N, whole, pieces, out.stride(0), out.stride(1),
-            k["BLOCK_M"], k["BLOCK_N"], k["GROUP_M"], flags["ROW_A"], flags["ROW_B"], 32, num_warps=4)
-    return compiled, summed, dict(whole=whole, pieces=pieces, rest=rest, grid=grid, slots=slots)
+    return compiled, dict(whole=whole, pieces=pieces, rest=rest, grid=grid, slots=slots, counters=counters)
 
 
 # Which configuration launch_gluon chose for each problem seen on this GPU.
@@ -679,8 +727,8 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
     """Run a Gluon kernel (``config``'s KIND: one of ``GLUON_KERNELS``) into ``out``, descriptors
     built here; without ``config``, the first launch for a problem times each of GLUON_CONFIGS
     (cut to the stages that fit) and keeps the fastest. A SPLIT configuration cuts the tiles of
-    the last wave by ``plan`` (default ``gluon_plan``'s) and adds up the pieces with
-    ``sum_pieces_kernel`` after the launch. ``kernels`` (by KIND, with a ``config``) replaces
+    the last wave by ``plan`` (default ``gluon_plan``'s), and the last piece of each tile to finish
+    adds them up. ``kernels`` (by KIND, with a ``config``) replaces
     GLUON_KERNELS: ``kernels.ablation``'s variants, which time what part of the work costs. Raises
     ValueError where ``gluon_takes`` or ``gluon_refuses`` says no, or for a plan without a SPLIT
     configuration."""
@@ -732,7 +780,7 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
     flags = ops.flags(precise)
     cfg = choose_gluon_config(ops, out, flags, num_sms,
                               lambda c: _run(ops, out, flags, c, num_sms, None, None))
-    compiled, summed, shape = _run(ops, out, flags, cfg, num_sms, None, None)
+    compiled, shape = _run(ops, out, flags, cfg, num_sms, None, None)
     if not DIRECT_LAUNCH:  # another Triton: later calls launch as the first did
         recipes = ops.recipe_a, ops.recipe_b
 
@@ -744,25 +792,18 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
     kernel = Direct(GLUON_KERNELS[k["KIND"]], compiled, out.device, descriptors=dict(
         a_desc=(list(ops.a.shape), list(ops.a.stride())), b_desc=(list(w.shape), list(w.stride())),
         c_desc=(list(out.shape), list(out.stride()))))
-    pieces, whole, rest, grid = shape["pieces"], shape["whole"], shape["rest"], shape["grid"]
-    launch = kernel.launcher(grid, dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=whole, PIECES=pieces,
-                                        GROUP_M=k["GROUP_M"], STAGES=cfg.num_stages, SPLIT=k["SPLIT"],
-                                        num_warps=cfg.num_warps, **flags),
-                             ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr", "partials_ptr"])
-    if summed is None:
+    fixed = dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=shape["whole"], PIECES=shape["pieces"],
+                 GROUP_M=k["GROUP_M"], STAGES=cfg.num_stages, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, **flags)
+    tensors = ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr"]
+    if shape["pieces"] == 1:  # unsplit: the workspace is never touched, and its pointers are none
+        launch = kernel.launcher(shape["grid"], dict(fixed, partials_ptr=0, arrivals_ptr=0), tensors)
+
         def launch_again(a, b, scale_a, scale_b, c):
-            launch(a, b, c, scale_a, scale_b, scale_a)  # unsplit: the partials are never read
+            launch(a, b, c, scale_a, scale_b)
         return cfg, launch_again
-    slots = shape["slots"]
-    launch_sums = Direct(sum_pieces_kernel, summed, out.device).launcher(
-        (rest, k["BLOCK_M"] // 32), dict(M=ops.M, N=ops.N, WHOLE_TILES=whole, PIECES=pieces,
-                                         stride_cm=out.stride(0), stride_cn=out.stride(1), BLOCK_M=k["BLOCK_M"],
-                                         BLOCK_N=k["BLOCK_N"], GROUP_M=k["GROUP_M"], ROW_A=flags["ROW_A"],
-                                         ROW_B=flags["ROW_B"], SUB_M=32),
-        ["partials_ptr", "c_ptr", "scale_a_ptr", "scale_b_ptr"])
+    launch = kernel.launcher(shape["grid"], fixed, tensors + ["partials_ptr", "arrivals_ptr"])
+    space = PlanWorkspace(out.device, shape["slots"], shape["counters"])
 
     def launch_again(a, b, scale_a, scale_b, c):
-        partials = workspace(c.device, slots, 1)[0]
-        launch(a, b, c, scale_a, scale_b, partials)
-        launch_sums(partials, c, scale_a, scale_b)
+        launch(a, b, c, scale_a, scale_b, *space())
     return cfg, launch_again

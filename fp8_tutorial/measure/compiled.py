@@ -83,7 +83,7 @@ def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "
     signature = {name: f"tensordesc<{ty}[{shape[0]}, {shape[1]}],"
                        f"{gl.NVMMASharedLayout.get_default_for(shape, dtype)!r}>"
                  for name, (ty, shape, dtype) in blocks.items()}
-    signature.update(scale_a_ptr="*fp32", scale_b_ptr="*fp32", partials_ptr="*fp32",
+    signature.update(scale_a_ptr="*fp32", scale_b_ptr="*fp32", partials_ptr="*fp32", arrivals_ptr="*i32",
                      M="i32", N="i32", K="i32", WHOLE_TILES="i32", PIECES="i32")
     values = dict(GROUP_M=k["GROUP_M"], STAGES=config.num_stages, **flags, SPLIT=k["SPLIT"],
                   num_warps=config.num_warps)
