@@ -1046,6 +1046,24 @@ def test_a_row_major_b_gets_a_plan_of_its_own(gen, device):
     assert gemm.plan_of(a, b_rows, sa, sb) is not gemm.plan_of(a, b, sa, sb)
 
 
+def test_an_unflattened_tuner_is_the_tuner_with_flatten_off():
+    """``host.unflattened_tuner``: the same kernel, keys and pruning, every configuration with
+    FLATTEN off, made once; and ``host._k_major`` reads the K strides by name."""
+    tuned = triton.autotune(configs=persistent.PERSISTENT_CONFIGS, key=["M", "N"],
+                            prune_configs_by={"early_config_prune": host.prune})(persistent.persistent_kernel)
+    u = host.unflattened_tuner(tuned)
+    assert u is host.unflattened_tuner(tuned) and u.fn is tuned.fn and u.keys == ["M", "N"]
+    assert u.early_config_prune is host.prune
+    assert [c.kwargs["FLATTEN"] for c in u.configs] == [False] * len(persistent.PERSISTENT_CONFIGS)
+    assert [dict(c.kwargs, FLATTEN=True) for c in u.configs] == [c.kwargs for c in persistent.PERSISTENT_CONFIGS]
+    names = persistent.persistent_kernel.arg_names
+    args = [0] * names.index("stride_cn")
+    for ak, bk, k_major in [(1, 1, True), (64, 1, False), (1, 100, False)]:
+        args[names.index("stride_ak")], args[names.index("stride_bk")] = ak, bk
+        assert host._k_major(persistent.persistent_kernel, tuple(args)) == k_major
+    assert host._k_major(tiled.tiled_kernel, ())  # no FLATTEN: nothing to turn off
+
+
 @pytest.mark.parametrize("layout", ["b_row_major", "a_column_major"])
 def test_operands_not_k_major_run_the_persistent_loop_unflattened(layout, gen, device):
     """FLATTEN is turned off where a or b is not K-major, for a configuration given by hand too, and

@@ -168,15 +168,56 @@ def autotuned(kernel, configs, key: list[str], prune=prune, **extra):
                            prune_configs_by={"early_config_prune": prune}, do_bench=_tuning_bench, **extra)(kernel)
 
 
+def unflattened(config: triton.Config) -> triton.Config:
+    """``config`` with FLATTEN off. What Triton 3.6 compiles for a flattened tile loop over pointers
+    that do not step along K one element at a time is not safe: on the H200 the persistent
+    kernel's 6-stage configuration, with a row-major b and K = 1040, read b far outside its memory
+    in every process that ran it (an illegal memory access), where the same configuration
+    unflattened, and every configuration with a K-major b, ran right. ``launch`` therefore runs
+    operands that are not both K-major unflattened."""
+    return triton.Config({**config.kwargs, "FLATTEN": False}, num_warps=config.num_warps,
+                         num_stages=config.num_stages)
+
+
+def _k_major(kernel, args: tuple) -> bool:
+    """Whether a kernel that may flatten its tile loop (a FLATTEN parameter) reads a and b along K
+    one element at a time (its ``stride_ak`` and ``stride_bk`` arguments are 1); True for others."""
+    names = kernel.arg_names
+    if "FLATTEN" not in names or "stride_ak" not in names or "stride_bk" not in names:
+        return True
+    return args[names.index("stride_ak")] == 1 and args[names.index("stride_bk")] == 1
+
+
+_unflattened_tuners: dict = {}
+
+
+def unflattened_tuner(tuned):
+    """An autotuner like ``tuned`` (the same kernel, keys and pruning) over its configurations
+    unflattened, made once per autotuner."""
+    if id(tuned) not in _unflattened_tuners:
+        prune = {"early_config_prune": tuned.early_config_prune} if tuned.early_config_prune else None
+        _unflattened_tuners[id(tuned)] = (tuned, triton.autotune(
+            configs=[unflattened(c) for c in tuned.configs], key=tuned.keys, prune_configs_by=prune,
+            do_bench=_tuning_bench)(tuned.fn))
+    return _unflattened_tuners[id(tuned)][1]
+
+
 def launch(kernel, tuned, interpreter_config: triton.Config, grid, args: tuple, flags: dict,
            config: triton.Config | None, K: int | None = None) -> Launch:
     """Launch ``kernel`` with ``config``; without one, through its autotuner ``tuned``, or with
     ``interpreter_config`` where there is none. ``grid(meta)`` sizes the grid. Given ``K``, EVEN_K
-    is decided for the configuration's BLOCK_K (128 for every tuned one)."""
+    is decided for the configuration's BLOCK_K (128 for every tuned one). Operands that are not
+    both K-major run with FLATTEN off, a given ``config`` too (``unflattened`` says why): the Launch
+    returned names the configuration that ran."""
     if config is None and tuned is None:
         config = interpreter_config
     if config is not None:
         check_config(config)
+    if not _k_major(kernel, args):
+        if config is not None and config.kwargs.get("FLATTEN"):
+            config = unflattened(config)
+        elif config is None:
+            tuned = unflattened_tuner(tuned)
     if config is None:
         even_k = {} if K is None else {"EVEN_K": K % 128 == 0}
         compiled = tuned[grid](*args, **flags, **even_k)

@@ -260,39 +260,19 @@ PERSISTENT_INTERPRETER_CONFIG = persistent_config(32, 32, 32, 4, 1, 1, group_m=4
 _persistent_tuned = autotuned(persistent_kernel, PERSISTENT_CONFIGS, ["EVEN_K"], prune=prune_to_smallest)
 
 
-def unflattened(config: triton.Config) -> triton.Config:
-    """``config`` with FLATTEN off. What Triton 3.6 compiles for a flattened loop over a b that is
-    not K-major is not safe: on the H200, the 6-stage configuration with a row-major b and K = 1040
-    read b far outside its memory in every process that ran it (an illegal memory access), where the
-    same configuration unflattened, and every configuration with a K-major b, ran right. So operands
-    that are not both K-major take the loop unflattened."""
-    return triton.Config({**config.kwargs, "FLATTEN": False}, num_warps=config.num_warps,
-                         num_stages=config.num_stages)
-
-
-_persistent_tuned_unflattened = autotuned(persistent_kernel, [unflattened(c) for c in PERSISTENT_CONFIGS],
-                                          ["EVEN_K"], prune=prune_to_smallest)
-
-
 def launch_persistent(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,
                       num_sms: int | None = None) -> Launch:
     """Run ``persistent_kernel`` into ``out``: autotuned on a GPU unless ``config`` is given.
 
     ``num_sms`` (default: the GPU's, 4 in the interpreter) sets the grid: min(tiles, num_sms x
-    PROGRAMS_PER_SM) programs. Operands that are not both K-major run with FLATTEN off, ``config``'s
-    too (``unflattened`` says why); the Launch returned names the configuration that ran.
+    PROGRAMS_PER_SM) programs.
     """
     M, N, K = ops.M, ops.N, ops.K
     num_sms = programs(out, num_sms, config)
     ops, c = pointer_safe(ops, out)
-    tuned = _persistent_tuned
-    if ops.a.stride(1) != 1 or ops.b.stride(0) != 1:  # not both K-major: unflattened (``unflattened``)
-        tuned = _persistent_tuned_unflattened
-        if config is not None and config.kwargs.get("FLATTEN"):
-            config = unflattened(config)
     args = (ops.a, ops.b, c, *ops.packed_scales, M, N, K, num_sms,
             ops.a.stride(0), ops.a.stride(1), ops.b.stride(0), ops.b.stride(1), c.stride(0), c.stride(1))
-    done = launch(persistent_kernel, tuned, PERSISTENT_INTERPRETER_CONFIG,
+    done = launch(persistent_kernel, _persistent_tuned, PERSISTENT_INTERPRETER_CONFIG,
                   persistent_grid(M, N, num_sms), args, ops.flags(precise), config, K)
     if c is not out:
         out.copy_(c)
