@@ -962,6 +962,25 @@ def test_split_refuses_foreign_configurations_and_plans(gen, device):
             persistent.launch_split(ops, out, False, plan=plan)
 
 
+def test_a_workspace_made_during_a_capture_serves_that_capture_alone(monkeypatch):
+    """What a CUDA graph's capture must allocate (its zeroing recorded in that graph only) is not
+    kept for later calls, nor by a plan: each call during the capture looks again, and after it a
+    lasting workspace is made, kept and reused."""
+    dev = torch.device("cpu")
+    host.forget_workspace(dev)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 7, raising=False)
+    monkeypatch.setattr(host, "_capturing", lambda device: True)
+    partials, arrivals, lasting = host._lookup(dev, 64, 4)
+    assert not lasting and partials.numel() == 64 and arrivals.numel() == 4 and not arrivals.any()
+    assert host._workspace_key(dev) not in host._workspaces
+    space = host.PlanWorkspace(dev, 64, 4)
+    assert space()[1] is not space()[1]  # not kept: made again for each call of the capture
+    monkeypatch.setattr(host, "_capturing", lambda device: False)
+    kept = space()
+    assert space()[1] is kept[1] and host.workspace(dev, 64, 4)[1] is kept[1]
+    host.forget_workspace(dev)
+
+
 def test_a_workspace_grows_to_twice_its_size_and_a_replaced_one_stays_alive(device):
     """A workspace that must grow doubles at least, and on a GPU the one it replaces is kept alive
     (a CUDA graph recorded with it replays into its memory)."""

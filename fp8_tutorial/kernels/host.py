@@ -8,6 +8,7 @@ Nothing here imports the entry module (``fp8_tutorial.gemm``) or what measures t
 
 from __future__ import annotations
 
+import copy
 import functools
 import threading
 from dataclasses import dataclass
@@ -175,8 +176,9 @@ def unflattened(config: triton.Config) -> triton.Config:
     in every process that ran it (an illegal memory access), where the same configuration
     unflattened, and every configuration with a K-major b, ran right. ``launch`` therefore runs
     operands that are not both K-major unflattened."""
-    return triton.Config({**config.kwargs, "FLATTEN": False}, num_warps=config.num_warps,
-                         num_stages=config.num_stages)
+    flat = copy.copy(config)  # num_ctas, maxnreg and hooks as they were
+    flat.kwargs = {**config.kwargs, "FLATTEN": False}
+    return flat
 
 
 def _k_major(kernel, args: tuple) -> bool:
@@ -340,20 +342,43 @@ def workspace(device: torch.device, partial_elems: int, tiles: int) -> tuple[tor
     twice the old size at least): the kernels leave every count at zero again, so one zeroing at
     allocation serves all later launches on that stream (launches on one stream run one after
     another). They are allocated outside any CUDA graph's memory pool (``_kept``), as they outlive
-    the call."""
+    the call; but for what a CUDA graph's capture must allocate (``_lookup``)."""
+    return _lookup(device, partial_elems, tiles)[:2]
+
+
+def _capturing(device: torch.device) -> bool:
+    if device.type != "cuda":
+        return False
+    with torch.cuda.device(device):
+        return torch.cuda.is_current_stream_capturing()
+
+
+def _lookup(device: torch.device, partial_elems: int, tiles: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """``workspace``'s tensors, and whether they are the ones kept for later calls. What must be
+    allocated while a CUDA graph is captured comes from that graph's pool, its zeroing a part of
+    that graph only: it serves this capture alone and is not kept (a later graph, or a call after
+    the capture, would find counts that only this graph's replays set to zero)."""
     device = _indexed(device)  # the helper thread's current device is its own
     key = _workspace_key(device)
     partials, arrivals = _workspaces.get(key, (None, None))
-    if partials is None or partials.numel() < partial_elems:
+    grow_partials = partials is None or partials.numel() < partial_elems
+    grow_arrivals = arrivals is None or arrivals.numel() < tiles
+    if (grow_partials or grow_arrivals) and _capturing(device):
+        if grow_partials:
+            partials = torch.empty(partial_elems, dtype=torch.float32, device=device)
+        if grow_arrivals:
+            arrivals = torch.zeros(tiles, dtype=torch.int32, device=device)
+        return partials, arrivals, False
+    if grow_partials:
         size = max(partial_elems, 2 * partials.numel() if partials is not None else 0)
         _retire(partials)
         partials = _kept(device, lambda: torch.empty(size, dtype=torch.float32, device=device))
-    if arrivals is None or arrivals.numel() < tiles:
+    if grow_arrivals:
         size = max(tiles, 2 * arrivals.numel() if arrivals is not None else 0)
         _retire(arrivals)
         arrivals = _kept(device, lambda: torch.zeros(size, dtype=torch.int32, device=device))
     _workspaces[key] = (partials, arrivals)
-    return partials, arrivals
+    return partials, arrivals, True
 
 
 def _kept(device: torch.device, allocate: Callable[[], torch.Tensor]) -> torch.Tensor:
@@ -361,14 +386,8 @@ def _kept(device: torch.device, allocate: Callable[[], torch.Tensor]) -> torch.T
     graph is warmed up or recorded (``torch.compile``'s "reduce-overhead" does both), what this
     thread allocates comes from the graph's private pool, which must hold nothing but the graph's
     own tensors. The helper works on the device's default stream, and the current stream waits for
-    it. During a capture (where that wait cannot be recorded) the tensor is allocated as any other,
-    in the graph's pool, its zeroing a part of the graph; a graph warmed up on its capture stream
-    (as reduce-overhead's are) never gets there."""
+    it (so never during a capture, where that wait cannot be recorded: ``_lookup``)."""
     if device.type != "cuda":
-        return allocate()
-    with torch.cuda.device(device):
-        capturing = torch.cuda.is_current_stream_capturing()
-    if capturing:
         return allocate()
     made: list = []
 
@@ -397,20 +416,24 @@ def _retire(t: torch.Tensor | None) -> None:
 class PlanWorkspace:
     """``workspace(device, partial_elems, tiles)`` for every call of one plan: looked up again only
     when the current stream has changed or a workspace was replaced or forgotten since (what the
-    lookup costs, a few microseconds of a call's host time, is then paid once)."""
+    lookup costs, a few microseconds of a call's host time, is then paid once). What it keeps is
+    one tuple, replaced whole, so that threads calling the plan on their own streams never pair one
+    stream with another's workspace; a workspace made for one capture is not kept."""
 
-    __slots__ = ("device", "sizes", "stream", "changes", "found")
+    __slots__ = ("device", "sizes", "kept")
 
     def __init__(self, device: torch.device, partial_elems: int, tiles: int):
         self.device, self.sizes = _indexed(device), (partial_elems, tiles)
-        self.stream, self.changes, self.found = None, -1, None
+        self.kept = (None, -1, None)  # (stream, changes, (partials, arrivals))
 
     def __call__(self) -> tuple[torch.Tensor, torch.Tensor]:
         stream = torch._C._cuda_getCurrentRawStream(self.device.index)
-        if stream != self.stream or self.changes != _changes[0]:
-            self.found = workspace(self.device, *self.sizes)
-            self.stream, self.changes = stream, _changes[0]
-        return self.found
+        kept = self.kept
+        if kept[0] != stream or kept[1] != _changes[0]:
+            partials, arrivals, lasting = _lookup(self.device, *self.sizes)
+            kept = (stream, _changes[0] if lasting else -1, (partials, arrivals))
+            self.kept = kept
+        return kept[2]
 
 
 def forget_workspace(device: torch.device) -> None:
