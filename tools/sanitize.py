@@ -40,18 +40,26 @@ SMALL_SHAPES = [(64, 128, 128)]
 QUANT_SHAPES = [(300, 704), (256, 384)]  # rows x K; the 128-wide granularities need the second
 SMALL_QUANT_SHAPES = [(128, 256)]
 API_KERNELS = ["tiled", "persistent", "streamk", "tma", "ws", "gluon"]
-GLUON_KINDS = ["cooperative", "pingpong", "stacked", "split"]
-ALL = API_KERNELS + [f"gluon-{k}" for k in GLUON_KINDS] + ["quantize"]
 
 
 def gluon_configs() -> dict:
-    """The first configuration of each KIND in GLUON_CONFIGS, and the first with SPLIT, by name: the
-    list's own values, so that this follows what the package ships."""
+    """The first configuration of each KIND in GLUON_CONFIGS, and every one with SPLIT (the first
+    named "split", the others "split-KIND-MxN": each kind adds its pieces up in its own partitions),
+    by name: the list's own values, so that this follows what the package ships."""
     found = {}
     for c in GLUON_CONFIGS:
-        name = "split" if c.kwargs["SPLIT"] else c.kwargs["KIND"]
-        found.setdefault(name, c)
+        k = c.kwargs
+        if not k["SPLIT"]:
+            found.setdefault(k["KIND"], c)
+        elif not any(other.kwargs["SPLIT"] for other in found.values()):
+            found["split"] = c
+        else:
+            found[f"split-{k['KIND']}-{k['BLOCK_M']}x{k['BLOCK_N']}"] = c
     return found
+
+
+GLUON_KINDS = list(gluon_configs())
+ALL = API_KERNELS + [f"gluon-{k}" for k in GLUON_KINDS] + ["quantize"]
 
 
 class Checks:
@@ -207,7 +215,7 @@ def main() -> int:
         # The GPU's SM count gives every program at most one tile here; two SMs make each program
         # walk several, which the ring's phases and ping-pong's second consumer group need.
         for num_sms in (None, 2):
-            check_gemm(checks, name, run_gluon_kind(cfg, num_sms, kind == "split"), shapes, gen,
+            check_gemm(checks, name, run_gluon_kind(cfg, num_sms, k["SPLIT"]), shapes, gen,
                        note="" if num_sms is None else f"num_sms={num_sms}")
     print(f"sanitize.py: {checks.done} checks, {checks.failed} failed, {checks.skipped} kernels skipped, "
           f"{time.time() - start:.1f} s", flush=True)
