@@ -29,6 +29,8 @@ import fp8_tutorial  # noqa: E402  (first: it decides the execution mode before 
 from fp8_tutorial import DEVICE, ON_GPU, quantize, scaled_mm  # noqa: E402
 from fp8_tutorial.checks import poison, random_operands, reference_mm, rel_error, tolerance  # noqa: E402
 from fp8_tutorial.gemm import KERNELS, check_operands  # noqa: E402
+from fp8_tutorial.kernels.host import tile_count  # noqa: E402
+import triton  # noqa: E402  (after fp8_tutorial)
 
 try:
     from fp8_tutorial.kernels.ws_gluon import GLUON_CONFIGS, gluon_takes, launch_gluon  # noqa: E402
@@ -46,15 +48,14 @@ def gluon_configs() -> dict:
     """The first configuration of each KIND in GLUON_CONFIGS, and every one with SPLIT (the first
     named "split", the others "split-KIND-MxN": each kind adds its pieces up in its own partitions),
     by name: the list's own values, so that this follows what the package ships."""
-    found = {}
+    found, splits = {}, 0
     for c in GLUON_CONFIGS:
         k = c.kwargs
         if not k["SPLIT"]:
             found.setdefault(k["KIND"], c)
-        elif not any(other.kwargs["SPLIT"] for other in found.values()):
-            found["split"] = c
         else:
-            found[f"split-{k['KIND']}-{k['BLOCK_M']}x{k['BLOCK_N']}"] = c
+            found[f"split-{k['KIND']}-{k['BLOCK_M']}x{k['BLOCK_N']}" if splits else "split"] = c
+            splits += 1
     return found
 
 
@@ -136,9 +137,7 @@ def run_gluon_kind(cfg, num_sms, split):
         ops = check_operands(*t)
         plan = None
         if split:  # half the tiles whole, the rest in two pieces: the split path whatever the GPU
-            k = cfg.kwargs
-            tiles = -(-ops.M // k["BLOCK_M"]) * -(-ops.N // k["BLOCK_N"])
-            plan = (tiles // 2, min(2, -(-ops.K // k["BLOCK_K"])))
+            plan = (tile_count(ops.M, ops.N, cfg.kwargs) // 2, min(2, triton.cdiv(ops.K, cfg.kwargs["BLOCK_K"])))
         launch_gluon(ops, out, precise, config=cfg, num_sms=num_sms, plan=plan)
     return run
 

@@ -165,8 +165,14 @@ def autotuned(kernel, configs, key: list[str], prune=prune, **extra):
     recipe, accumulation and the ``key`` switches; None without a GPU."""
     if not ON_GPU:
         return None
-    return triton.autotune(configs=configs, key=["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", *key],
-                           prune_configs_by={"early_config_prune": prune}, do_bench=_tuning_bench, **extra)(kernel)
+    return _autotune(kernel, configs, ["M", "N", "K", "ROW_A", "ROW_B", "PRECISE", *key], prune, **extra)
+
+
+def _autotune(kernel, configs, keys: list[str], prune, **extra):
+    """Triton's autotuner over ``configs``, keyed by ``keys``, pruned by ``prune`` (None: not at
+    all), timed by ``_tuning_bench``."""
+    pruning = {"early_config_prune": prune} if prune else None
+    return triton.autotune(configs=configs, key=keys, prune_configs_by=pruning, do_bench=_tuning_bench, **extra)(kernel)
 
 
 def unflattened(config: triton.Config) -> triton.Config:
@@ -190,18 +196,16 @@ def _k_major(kernel, args: tuple) -> bool:
     return args[names.index("stride_ak")] == 1 and args[names.index("stride_bk")] == 1
 
 
-_unflattened_tuners: dict = {}
+_unflattened_tuners: dict = {}  # by autotuner
 
 
 def unflattened_tuner(tuned):
     """An autotuner like ``tuned`` (the same kernel, keys and pruning) over its configurations
     unflattened, made once per autotuner."""
-    if id(tuned) not in _unflattened_tuners:
-        prune = {"early_config_prune": tuned.early_config_prune} if tuned.early_config_prune else None
-        _unflattened_tuners[id(tuned)] = (tuned, triton.autotune(
-            configs=[unflattened(c) for c in tuned.configs], key=tuned.keys, prune_configs_by=prune,
-            do_bench=_tuning_bench)(tuned.fn))
-    return _unflattened_tuners[id(tuned)][1]
+    if tuned not in _unflattened_tuners:
+        _unflattened_tuners[tuned] = _autotune(tuned.fn, [unflattened(c) for c in tuned.configs], tuned.keys,
+                                               tuned.early_config_prune)
+    return _unflattened_tuners[tuned]
 
 
 def launch(kernel, tuned, interpreter_config: triton.Config, grid, args: tuple, flags: dict,

@@ -216,14 +216,35 @@ def column_parts(x, PARTS: gl.constexpr):
 
 
 @gluon.jit
-def _store_part(part, c_desc, c_bufs, j: gl.constexpr, off_m, off_n, FIRST: gl.constexpr, BUFS: gl.constexpr):
-    """Start the TMA store of column part ``j`` through buffer FIRST + j % BUFS, once that buffer's
-    last store has read it."""
+def _part_buffer(c_bufs, j: gl.constexpr, FIRST: gl.constexpr, BUFS: gl.constexpr):
+    """The output buffer of column part ``j``, FIRST + j % BUFS (a group's buffers in turn), once
+    its last TMA store has read it."""
     buf = c_bufs.index(FIRST + j % BUFS)
     tma.store_wait(BUFS - 1)
-    buf.store(part)
+    return buf
+
+
+@gluon.jit
+def _send_part(c_desc, buf, j: gl.constexpr, off_m, off_n):
+    """Start the TMA store of column part ``j`` from ``buf``, which the threads have filled."""
     fence_async_shared()
     tma.async_copy_shared_to_global(c_desc, [off_m, off_n + j * c_desc.block_type.shape[1]], buf)
+
+
+@gluon.jit
+def _store_part(part, c_desc, c_bufs, j: gl.constexpr, off_m, off_n, FIRST: gl.constexpr, BUFS: gl.constexpr):
+    """Start the TMA store of column part ``j`` through its buffer (``_part_buffer``)."""
+    buf = _part_buffer(c_bufs, j, FIRST, BUFS)
+    buf.store(part)
+    _send_part(c_desc, buf, j, off_m, off_n)
+
+
+@gluon.constexpr_function
+def rows_of_4(width, num_warps):
+    """A layout of rows ``width`` wide in vectors of 4 values a thread, a warp's lanes across a row
+    (or several rows, where it is narrower than 128), the warps down the rows."""
+    lanes_n = min(32, width // 4)
+    return gl.BlockedLayout([1, 4], [32 // lanes_n, lanes_n], [num_warps, 1], [1, 0])
 
 
 @gluon.jit
@@ -259,11 +280,10 @@ def stash_piece(acc, c_bufs, FIRST: gl.constexpr, partials_ptr, slot, off_m, M, 
     BLOCK_N: gl.constexpr = acc.type.shape[1]
     WIDTH: gl.constexpr = c_bufs.type.shape[2] * c_bufs.dtype.primitive_bitwidth // 32
     ROWS: gl.constexpr = 32
-    LANES_N: gl.constexpr = min(32, WIDTH // 4)
-    rows_of_4: gl.constexpr = gl.BlockedLayout([1, 4], [32 // LANES_N, LANES_N], [num_warps, 1], [1, 0])
+    vectors: gl.constexpr = rows_of_4(WIDTH, num_warps)
     part_smem = c_bufs.index(FIRST)._reinterpret(gl.float32, [SUB_M, WIDTH], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
-    offsets = (gl.arange(0, ROWS, layout=gl.SliceLayout(1, rows_of_4))[:, None] * BLOCK_N
-               + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, rows_of_4))[None, :])
+    offsets = (gl.arange(0, ROWS, layout=gl.SliceLayout(1, vectors))[:, None] * BLOCK_N
+               + gl.arange(0, WIDTH, layout=gl.SliceLayout(0, vectors))[None, :])
     base = partials_ptr + slot.to(gl.int64) * (GROUPS * SUB_M * BLOCK_N) + GROUP * SUB_M * BLOCK_N
     parts = column_parts(acc, BLOCK_N // WIDTH)
     tma.store_wait(0)  # the buffer may still be read by the last tile's TMA stores
@@ -272,7 +292,7 @@ def stash_piece(acc, c_bufs, FIRST: gl.constexpr, partials_ptr, slot, off_m, M, 
         cta_barrier()
         for r in gl.static_range(0, SUB_M, ROWS):
             if off_m + r < M:
-                gl.store(base + r * BLOCK_N + h * WIDTH + offsets, part_smem.slice(r, ROWS).load(rows_of_4))
+                gl.store(base + r * BLOCK_N + h * WIDTH + offsets, part_smem.slice(r, ROWS).load(vectors))
         cta_barrier()
 
 
@@ -291,18 +311,15 @@ def add_up_pieces(c_desc, c_bufs, FIRST: gl.constexpr, partials_ptr, split_tile,
     SUB_M: gl.constexpr = c_desc.block_type.shape[0]
     STORE_N: gl.constexpr = c_desc.block_type.shape[1]
     ROWS: gl.constexpr = 16 if GROUPS == 1 else 8
-    LANES_N: gl.constexpr = min(32, STORE_N // 4)
-    rows_of_4: gl.constexpr = gl.BlockedLayout([1, 4], [32 // LANES_N, LANES_N], [num_warps, 1], [1, 0])
-    rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, rows_of_4))
-    cols = gl.arange(0, STORE_N, layout=gl.SliceLayout(0, rows_of_4))
+    vectors: gl.constexpr = rows_of_4(STORE_N, num_warps)
+    rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, vectors))
+    cols = gl.arange(0, STORE_N, layout=gl.SliceLayout(0, vectors))
     SLOT: gl.constexpr = GROUPS * SUB_M * BLOCK_N
     base = partials_ptr + (split_tile * PIECES).to(gl.int64) * SLOT + GROUP * SUB_M * BLOCK_N
     offsets = rows[:, None] * BLOCK_N + cols[None, :]
     BUFS: gl.constexpr = output_buffers(STORE_N, BLOCK_N)
     for j in gl.static_range(BLOCK_N // STORE_N):
-        # the group's buffers in turn, as ``_store_part`` takes them (whose waits count on it)
-        buf = c_bufs.index(FIRST + j % BUFS)
-        tma.store_wait(BUFS - 1)  # the buffer's last store has read it
+        buf = _part_buffer(c_bufs, j, FIRST, BUFS)  # in turn, as ``_store_part`` takes them
         for r in gl.static_range(0, SUB_M, ROWS):
             if off_m + r < M:
                 part = base + (r * BLOCK_N + j * STORE_N)
@@ -312,8 +329,7 @@ def add_up_pieces(c_desc, c_bufs, FIRST: gl.constexpr, partials_ptr, split_tile,
                 sa, sb = load_scales(scale_a_ptr, scale_b_ptr, off_m + r + rows, off_n + j * STORE_N + cols, M, N,
                                      ROW_A, ROW_B)
                 buf.slice(r, ROWS).store(apply_scales(acc, sa, sb, ROW_A, ROW_B).to(c_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(c_desc, [off_m, off_n + j * STORE_N], buf)
+        _send_part(c_desc, buf, j, off_m, off_n)
 
 
 @gluon.jit
@@ -714,7 +730,7 @@ def _run(ops: Operands, out: torch.Tensor, flags: dict, cfg: triton.Config, num_
     compiled = (kernels or GLUON_KERNELS)[k["KIND"]][grid](
         *descriptors, *scales, partials, arrivals, M, N, K, whole, pieces, k["GROUP_M"], cfg.num_stages,
         **flags, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, maxnreg=gluon_maxnreg(cfg))
-    return compiled, dict(whole=whole, pieces=pieces, rest=rest, grid=grid, slots=slots, counters=counters)
+    return compiled, dict(whole=whole, pieces=pieces, grid=grid, slots=slots, counters=counters)
 
 
 # Which configuration launch_gluon chose for each problem seen on this GPU.
