@@ -148,6 +148,18 @@ class Environment:
 
     __repr__ = __str__
 
+    def summary(self) -> str:
+        """One line: the GPU, torch, Triton, mode and date."""
+        gpu = "no GPU" if self.gpu == "none" else self.gpu
+        return f"{gpu}, torch {self.torch}, Triton {self.triton}, {self.mode} mode, {self.date}"
+
+    def _repr_html_(self) -> str:
+        """In a notebook and the book: the table folded under its one-line summary."""
+        import html
+
+        return (f"<details><summary>Ran on {html.escape(self.summary())}</summary>"
+                f"<pre>{html.escape(str(self))}</pre></details>")
+
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 

@@ -37,7 +37,9 @@ PRINTED_MODULES = {"gemm": "fp8_tutorial.gemm", "quant": "fp8_tutorial.quant", "
                    "persistent": "fp8_tutorial.kernels.persistent", "tma": "fp8_tutorial.kernels.tma",
                    "ws": "fp8_tutorial.kernels.ws", "ws_gluon": "fp8_tutorial.kernels.ws_gluon",
                    "ablation": "fp8_tutorial.kernels.ablation", "host": "fp8_tutorial.kernels.host",
-                   "contenders": "fp8_tutorial.measure.contenders", "C": "fp8_tutorial.measure.contenders"}
+                   "contenders": "fp8_tutorial.measure.contenders", "C": "fp8_tutorial.measure.contenders",
+                   "plots": "fp8_tutorial.measure.plots", "schedule": "fp8_tutorial.measure.schedule",
+                   "scoreboard": "fp8_tutorial.measure.scoreboard", "quantize": "fp8_tutorial.kernels.quantize"}
 
 
 def test_printed_sources_are_the_package_s():

@@ -427,6 +427,29 @@ def best_table(data: dict, contenders, recipes=("tensor", "row"), accumulation: 
     return "\n".join(lines)
 
 
+def headline(contenders, what: str, data: dict | None = None, accumulation: str = "fast") -> str:
+    """The one number of a kernel chapter, as a markdown line: the best of ``contenders`` (names)
+    per reference shape against cuBLAS, geometric mean per recipe, read from the records (the H200's,
+    ``results/h200.json``, unless ``data`` is given)."""
+    if data is None:
+        from . import results
+
+        data = load(results.RESULTS / "h200.json")
+    parts, counts = [], set()
+    for recipe, label in (("tensor", "per tensor"), ("row", "per row")):
+        best = best_of(data, contenders, recipe, accumulation)
+        if best:
+            parts.append(f"**{gmean(r['ratio'] for r in best.values()):.2f}x** {label}")
+            counts.add(len(best))
+    if not parts:
+        raise ValueError(f"no records of {', '.join(contenders)} with a ratio against cuBLAS")
+    env = data["environment"]
+    shapes = "/".join(map(str, sorted(counts)))
+    return (f"{what} against cuBLAS: {' and '.join(parts)}, the geometric mean over {shapes} reference "
+            f"shapes of the best configuration per shape ({accumulation} accumulation; recorded on "
+            f"{env['gpu']}, {env['date']}).")
+
+
 def figure(data: dict, path: Path | None = None, title: str | None = None):
     """Grouped bars of TFLOP/s per shape and contender; saved to ``path`` if given."""
     import matplotlib.pyplot as plt
