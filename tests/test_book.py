@@ -39,7 +39,7 @@ PRINTED_MODULES = {"gemm": "fp8_tutorial.gemm", "quant": "fp8_tutorial.quant", "
                    "ablation": "fp8_tutorial.kernels.ablation", "host": "fp8_tutorial.kernels.host",
                    "contenders": "fp8_tutorial.measure.contenders", "C": "fp8_tutorial.measure.contenders",
                    "plots": "fp8_tutorial.measure.plots", "schedule": "fp8_tutorial.measure.schedule",
-                   "scoreboard": "fp8_tutorial.measure.scoreboard", "quantize": "fp8_tutorial.kernels.quantize"}
+                   "scoreboard": "fp8_tutorial.measure.scoreboard"}
 
 
 def test_printed_sources_are_the_package_s():
