@@ -59,3 +59,11 @@ def test_mode_requests_are_checked():
     ok = subprocess.run([sys.executable, "-c", "import fp8_tutorial as f; print(f.MODE, f.ON_GPU)"],
                         env={**base, "FP8_TUTORIAL_MODE": "compile"}, capture_output=True, text=True, timeout=300)
     assert ok.stdout.split() == ["compile", "False"], ok.stderr[-2000:]
+
+
+def test_the_environment_folds_under_a_one_line_summary():
+    env = fp8.environment()
+    shown = env._repr_html_()
+    assert shown.startswith("<details><summary>Ran on ") and env.summary() in shown
+    assert f"Triton {env.triton}" in env.summary() and env.mode in env.summary()
+    assert "<pre>" in shown and "driver" in shown  # the whole table, folded
