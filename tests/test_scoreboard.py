@@ -75,9 +75,29 @@ def test_figure(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
+    from fp8_tutorial.measure.plots import WIDTH
+
     fig = scoreboard.figure(_synthetic(), tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 1000
-    assert fig.axes[0].get_ylabel() == "TFLOP/s (median)"
+    assert fig.get_size_inches()[0] <= WIDTH and "against cuBLAS" in fig._suptitle.get_text()
+    (ax,) = fig.axes  # one panel: the only recipe with a contender beside cuBLAS
+    assert ax.get_title() == "per row" and ax.get_xlabel() == "M x K x N"
+    assert ax.get_ylabel() == "best / cuBLAS (ratio)"
+    assert [round(p.get_height(), 2) for p in ax.patches] == [1.1, 1.1]  # mykernel, both shapes
+    assert {t.get_text() for t in ax.texts} == {"mykernel", "1.10"}
+    cublas = {**_synthetic(), "records": [r for r in _synthetic()["records"] if r["contender"] == "cublas"]}
+    fig = scoreboard.figure(cublas, title="cuBLAS alone")
+    assert fig.axes[0].get_ylabel() == "TFLOP/s (median)" and fig._suptitle.get_text() == "cuBLAS alone"
+
+
+def test_figure_of_the_recorded_h200_file():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    data = scoreboard.load(RECORDED)
+    fig = scoreboard.figure(data)
+    assert [ax.get_title() for ax in fig.axes] == ["per tensor", "per row"]
+    assert len(fig.axes[0].get_legend().get_texts()) <= 4  # not one entry per contender
 
 
 def test_load_rejects_other_files(tmp_path):
@@ -361,3 +381,69 @@ def test_measure_or_load_leaves_api_records_out(monkeypatch):
     monkeypatch.setattr(scoreboard, "load", lambda path: {**_synthetic(), "api": _api_block()})
     data, _ = scoreboard.measure_or_load([(512, 3072, 12288)], ["cublas"], recipes=["row"])
     assert "api" not in data and {r["key"] for r in data["records"]} == {"cublas/row/fast"}
+
+
+def _with_failures():
+    """_synthetic plus one error repeated on both shapes and a second, different one."""
+    data = _synthetic()
+    for shape in ("512x3072x12288", "8192x8192x8192"):
+        M, K, N = scoreboard.parse_shape(shape)
+        data["records"].append({"contender": "cublas", "recipe": "block", "accumulation": "fast",
+                                "key": "cublas/block/fast", "M": M, "K": K, "N": N, "shape": shape,
+                                "error": "RuntimeError: no fast accum"})
+    data["records"].append({"contender": "cublas", "recipe": "tensor", "accumulation": "fast",
+                            "key": "cublas/tensor/fast", "M": 8192, "K": 8192, "N": 8192,
+                            "shape": "8192x8192x8192", "error": "RuntimeError: no fast accum"})
+    return data
+
+
+def test_table_summarises_identical_failures():
+    text = scoreboard.table(_with_failures())
+    failures = text.split("Not measured:\n")[1].splitlines()
+    assert failures == [
+        "- cublas/block/fast on all 2 shapes; cublas/tensor/fast on 8192x8192x8192: "
+        "RuntimeError: no fast accum (3 cells)",
+        "- mykernel/block/fast on 512x3072x12288: ValueError: no"]
+
+
+def test_table_filters_contenders_and_recipes():
+    data = _with_failures()
+    assert scoreboard.table(data, None, None) == scoreboard.table(data)
+    only = scoreboard.table(data, contenders=["mykernel"], recipes=["row"])
+    assert "| M x K x N | mykernel |" in only and "cublas" not in only
+    assert "Not measured" not in only
+    block = scoreboard.table(data, recipes=["block"])
+    assert "| M x K x N | cublas | mykernel |" in block  # one recipe and accumulation: names
+    assert "cublas/block/fast on all 2 shapes: RuntimeError: no fast accum (2 cells)" in block
+    assert "row/fast" not in block
+    assert "cublas/row/fast" not in scoreboard.table(data, accumulations=["precise"])
+    assert "no records of this selection" in scoreboard.table(data, recipes=["bf16"])
+    with pytest.raises(TypeError, match="list of strings"):
+        scoreboard.table(data, recipes="row")
+    with pytest.raises(ValueError, match="unknown recipe rwo"):
+        scoreboard.table(data, recipes=["rwo"])
+    with pytest.raises(ValueError, match="unknown contender nobody"):
+        scoreboard.table(data, contenders=["nobody"])
+
+
+def test_table_of_the_recorded_h200_file():
+    """The recorded file's refusals read as one line per reason (cuBLAS's nine block/fast cells)."""
+    data = scoreboard.load(RECORDED)
+    reasons = {r["error"] for r in data["records"] if "error" in r}
+    text = scoreboard.table(data)
+    failures = text.split("Not measured:\n")[1].splitlines() if reasons else []
+    assert len(failures) == len(reasons)
+    tensor = scoreboard.table(scoreboard.load(RECORDED), contenders=["cublas", "gluon"], recipes=["tensor"])
+    assert "| M x K x N | cublas/tensor/fast | gluon/tensor/fast | cublas/tensor/precise |" in tensor
+
+
+def test_table_without_caption():
+    data = _synthetic()
+    assert scoreboard.table(data, caption=False).startswith("| M x K x N |")
+    assert scoreboard.table(data).endswith(scoreboard.table(data, caption=False))
+
+
+def test_table_of_one_recipe_and_accumulation_names_contenders():
+    data = _with_failures()
+    assert "| M x K x N | cublas | mykernel |" in scoreboard.table(data, recipes=["row"])
+    assert scoreboard.table(data).startswith(scoreboard.table_caption(data))

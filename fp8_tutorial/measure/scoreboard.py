@@ -313,17 +313,75 @@ def report(data: dict) -> str:
     return "\n\n".join(([table(data)] if data["records"] else []) + [api_table(data)])
 
 
-def table(data: dict) -> str:
-    """A markdown table: one row per shape, one column per contender; TFLOP/s, x cuBLAS, rel. error."""
+def _filtered(records, contenders=None, recipes=None, accumulations=None) -> list[dict]:
+    """The records of ``contenders`` (names), ``recipes`` and ``accumulations`` (lists; None keeps
+    all). bf16's accumulation, "fp32", passes any accumulation filter, as in ``C.select``."""
+    for what, given, known in [("contenders", contenders, None), ("recipes", recipes, C.RECIPES),
+                               ("accumulations", accumulations, C.ACCUMULATIONS)]:
+        if isinstance(given, str):
+            raise TypeError(f"{what} must be a list of strings, got the string {given!r}")
+        unknown = set(given or ()) - set(known or ()) if known else set()
+        if unknown:
+            raise ValueError(f"unknown {what[:-1]} {', '.join(sorted(unknown))}: "
+                             f"expected one of {', '.join(known)}")
+    if contenders is not None:
+        known = {r["contender"] for r in records} | {c.name for c in C.REGISTRY.values()}
+        unknown = set(contenders) - known
+        if unknown:
+            raise ValueError(f"unknown contender {', '.join(sorted(unknown))}: "
+                             f"expected one of {', '.join(sorted(known))}")
+    return [r for r in records
+            if (contenders is None or r["contender"] in contenders)
+            and (recipes is None or r["recipe"] in recipes)
+            and (accumulations is None or r["accumulation"] in accumulations
+                 or r["accumulation"] == "fp32")]
+
+
+def _failures(records) -> list[str]:
+    """One bullet per distinct error text: which contender columns on which shapes, and how many
+    cells (nine cells refused for one reason read as one line, not nine)."""
+    shapes = _shapes_in_order(records)
+    groups: dict[str, dict[str, list[str]]] = {}
+    for r in records:
+        if "error" in r:
+            groups.setdefault(r["error"], {}).setdefault(r["key"], []).append(r["shape"])
+    lines = []
+    for error, by_key in sorted(groups.items(), key=lambda g: sorted(g[1])):
+        where = []
+        for key, on in sorted(by_key.items()):
+            on = [s for s in shapes if s in set(on)]
+            where.append(f"{key} on all {len(on)} shapes" if len(on) == len(shapes) > 1
+                         else f"{key} on {', '.join(on)}")
+        cells = sum(len(set(on)) for on in by_key.values())
+        lines.append(f"- {'; '.join(where)}: {error}" + (f" ({cells} cells)" if cells > 1 else ""))
+    return lines
+
+
+def table_caption(data: dict) -> str:
+    """The line above a ``table``: where and how it was measured, and what each cell holds."""
     env = data["environment"]
-    records = data["records"]
+    return (f"Measured on {env['gpu']} ({env['date']}; torch {env['torch']}, Triton {env['triton']}). "
+            "Each cell: TFLOP/s (x cuBLAS of the same recipe and accumulation, same run) and relative "
+            "error against float64.")
+
+
+def table(data: dict, contenders=None, recipes=None, accumulations=None, caption: bool = True) -> str:
+    """A markdown table: one row per shape, one column per contender; TFLOP/s, x cuBLAS, rel. error.
+    ``contenders`` (names), ``recipes`` and ``accumulations`` (lists) keep only those columns; the
+    cells that could not be measured follow, one line per reason. ``caption=False`` leaves out the
+    line above the table that says where and how it was measured (``table_caption``; for a page
+    of several tables). Where every column has one recipe and accumulation, its heading is the
+    contender's name alone."""
+    records = _filtered(data["records"], contenders, recipes, accumulations)
     cols = _columns(records)
     by = {(r["shape"], r["key"]): r for r in records}
-    lines = [f"Measured on {env['gpu']} ({env['date']}; torch {env['torch']}, Triton {env['triton']}). "
-             "Each cell: TFLOP/s (x cuBLAS of the same recipe and accumulation, same run) and relative error "
-             "against float64.", "",
-             "| M x K x N | " + " | ".join(cols) + " |",
-             "|---|" + "---:|" * len(cols)]
+    lines = [table_caption(data), ""] if caption else []
+    if not records:
+        return "\n".join(lines + ["(no records of this selection in these results)"])
+    one = len({tuple(key.split("/")[1:]) for key in cols}) == 1  # one recipe and accumulation
+    heads = [key.split("/")[0] if one else key for key in cols]
+    lines += ["| M x K x N | " + " | ".join(heads) + " |",
+              "|---|" + "---:|" * len(cols)]
     for shape in _shapes_in_order(records):
         cells = []
         for key in cols:
@@ -338,7 +396,7 @@ def table(data: dict) -> str:
                 ratio = f" ({r['ratio']:.2f}x)" if r.get("ratio") is not None and r["contender"] != C.BASELINE else ""
                 cells.append(f"{r['tflops']:.0f}{ratio}<br>{r['rel_error']:.1e}")
         lines.append(f"| {shape} | " + " | ".join(cells) + " |")
-    failures = sorted({f"- {r['key']} on {r['shape']}: {r['error']}" for r in records if "error" in r})
+    failures = _failures(records)
     if failures:
         lines += ["", "Not measured:"] + failures
     return "\n".join(lines)
@@ -382,7 +440,7 @@ def api_table(data: dict) -> str:
     if ratios:
         lines += [""] + [f"- {key}: {gmean(v):.2f}x cuBLAS (geometric mean over {len(v)} cells), at least "
                          f"cuBLAS's speed on {sum(x >= 1.0 for x in v)}" for key, v in ratios.items()]
-    failures = sorted({f"- {r['key']} on {r['shape']}: {r['error']}" for r in records if "error" in r})
+    failures = _failures(records)
     if failures:
         lines += ["", "Not measured:"] + failures
     return "\n".join(lines)
@@ -450,29 +508,71 @@ def headline(contenders, what: str, data: dict | None = None, accumulation: str 
             f"{env['gpu']}, {env['date']}).")
 
 
-def figure(data: dict, path: Path | None = None, title: str | None = None):
-    """Grouped bars of TFLOP/s per shape and contender; saved to ``path`` if given."""
+def figure(data: dict, path: Path | None = None, title: str | None = None, contenders=None):
+    """The best of ``contenders`` (names; default every contender but cuBLAS) against cuBLAS: one
+    panel per recipe, per shape a bar for each accumulation, its height the best right
+    contender's throughput over cuBLAS's in the same run, its kernel named on it; a line at 1.0
+    is cuBLAS. Where no contender has a ratio (cuBLAS alone), cuBLAS's TFLOP/s instead. Saved to
+    ``path`` if given."""
     import matplotlib.pyplot as plt
     import numpy as np
 
-    records = [r for r in data["records"] if "tflops" in r and r.get("ok", True)]  # wrong outputs: no bar
-    cols = _columns(records)
+    from .plots import WIDTH, finish
+
+    records = [r for r in data["records"] if "tflops" in r and r.get("ok", True)]  # wrong: no bar
+    ours = sorted({r["contender"] for r in records} - {C.BASELINE}) if contenders is None else contenders
+    recipes = [p for p in C.RECIPES if any(r["recipe"] == p and r.get("ratio") is not None
+                                           and r["contender"] in ours for r in records)]
+    ratios = bool(recipes)
+    if not ratios:  # nothing to compare: cuBLAS's throughput per recipe
+        recipes = [p for p in C.RECIPES if any(r["recipe"] == p for r in records)]
     shapes = _shapes_in_order(records)
-    by = {(r["shape"], r["key"]): r["tflops"] for r in records}
-    fig, ax = plt.subplots(figsize=(min(14, max(8, 0.25 * len(shapes) * max(1, len(cols)))), 4.5))
-    width = 0.8 / max(len(cols), 1)
+    accs = [a for a in ("fp32",) + C.ACCUMULATIONS if any(r["accumulation"] == a for r in records)]
+    fig, axes = plt.subplots(max(len(recipes), 1), 1, figsize=(WIDTH, 1.2 + 2.6 * max(len(recipes), 1)),
+                             sharex=True, squeeze=False)
     xs = np.arange(len(shapes))
-    cmap = plt.get_cmap("tab10")
-    for i, key in enumerate(cols):
-        ax.bar(xs + (i - (len(cols) - 1) / 2) * width, [by.get((s, key), 0) for s in shapes], width,
-               label=key, color=cmap(i % 10))
-    ax.set_xticks(xs, shapes, rotation=30, ha="right")
-    ax.set_xlabel("M x K x N")
-    ax.set_ylabel("TFLOP/s (median)")
+    colors = {"fast": "tab:blue", "precise": "tab:orange", "fp32": "tab:gray"}
+    top = 0.0
+    for ax, recipe in zip(axes[:, 0], recipes):
+        here = [a for a in accs if any(r["recipe"] == recipe and r["accumulation"] == a for r in records)]
+        width = 0.8 / max(len(here), 1)
+        for i, acc in enumerate(here):
+            x = xs + (i - (len(here) - 1) / 2) * width
+            if ratios:
+                best = best_of(data, ours, recipe, acc)
+                ys = [best[s]["ratio"] if s in best else 0.0 for s in shapes]
+                names = [best[s]["contender"] if s in best else "" for s in shapes]
+            else:
+                by = {r["shape"]: r["tflops"] for r in records
+                      if r["recipe"] == recipe and r["accumulation"] == acc and r["contender"] == C.BASELINE}
+                ys, names = [by.get(s, 0.0) for s in shapes], [""] * len(shapes)
+            ax.bar(x, ys, width, color=colors.get(acc, "tab:green"), label=f"{acc} accumulation")
+            for xi, y, name in zip(x, ys, names):
+                if name:  # the kernel on its bar, the ratio above it
+                    ax.text(xi, 0.04, name, rotation=90, ha="center", va="bottom", fontsize=7,
+                            color="white")
+                    ax.text(xi, y + 0.01, f"{y:.2f}", ha="center", va="bottom", fontsize=6.5)
+            top = max([top, *ys])
+        if ratios:
+            ax.axhline(1.0, color="black", lw=0.8, label="cuBLAS (same run)")
+        ylabel = "best / cuBLAS (ratio)" if ratios else "TFLOP/s (median)"
+        finish(ax, "bf16 (torch.mm)" if recipe == "bf16" else f"per {recipe}", "", ylabel, legend=False)
+    for ax in axes[:, 0]:
+        ax.set_ylim(0, max(1.35, top + 0.3) if ratios else top * 1.2 or 1)
+    last = axes[-1, 0]
+    last.set_xticks(xs, shapes, rotation=30, ha="right", fontsize=8)
+    last.set_xlabel("M x K x N")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    for ax in axes[1:, 0]:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    axes[0, 0].legend(handles, labels, fontsize=8, ncol=len(labels), loc="upper center")
     env = data["environment"]
-    ax.set_title(title or f"GEMM throughput on {env['gpu']} ({env['date']})")
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    what = ("The best of the book's kernels against cuBLAS, throughput ratio" if ratios
+            else "cuBLAS's throughput")
+    fig.suptitle(title or f"{what} ({env['gpu']}, {env['date']})", fontsize=11)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110, bbox_inches="tight")
