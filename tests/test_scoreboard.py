@@ -447,3 +447,16 @@ def test_table_of_one_recipe_and_accumulation_names_contenders():
     data = _with_failures()
     assert "| M x K x N | cublas | mykernel |" in scoreboard.table(data, recipes=["row"])
     assert scoreboard.table(data).startswith(scoreboard.table_caption(data))
+
+
+def test_a_chapter_s_headline_is_the_geometric_mean_of_the_best_per_shape():
+    from fp8_tutorial.measure import scoreboard as sb
+
+    data = sb.load(sb.Path(__file__).resolve().parent.parent / "results" / "h200.json")
+    line = sb.headline(["tiled"], "The tiled kernel", data)
+    for recipe in ("tensor", "row"):
+        best = sb.best_of(data, ["tiled"], recipe)
+        assert f"**{sb.gmean(r['ratio'] for r in best.values()):.2f}x**" in line
+    assert line.startswith("The tiled kernel against cuBLAS") and data["environment"]["gpu"] in line
+    with pytest.raises(ValueError, match="no records of nothing"):
+        sb.headline(["nothing"], "x", data)
