@@ -1,5 +1,6 @@
 """A tiled FP8 GEMM: one program per output tile, pointers and masks, any M, N, K >= 1; its
-configurations and its launcher.
+configurations and its launcher. First, the same idea at its smallest (``minimal_kernel`` and
+``minimal_scaled_mm``: per-tensor scales, no switches), which chapter 04 builds before the real one.
 
 C = (A @ B) * scales, A (M, K) and B (K, N) in FP8. B is read in (BLOCK_N, BLOCK_K) tiles, K-major,
 the layout Hopper's FP8 wgmma wants for both operands, and ``tl.dot(a, b.T)`` multiplies them.
@@ -9,8 +10,79 @@ import torch
 import triton
 import triton.language as tl
 
+from .._env import DEVICE
 from .common import accumulate_k, grouped_tile, scale_epilogue
-from .host import Launch, Operands, autotuned, epilogue_scales_only, launch, pointer_safe, tile_count
+from .host import (Launch, Operands, autotuned, check_config, epilogue_scales_only, launch, pointer_safe,
+                   tile_count)
+
+
+# ---- the smallest FP8 GEMM: per-tensor scales, masks, one program per tile -----------
+
+@triton.jit
+def minimal_kernel(a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, M, N, K,
+                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """One (BLOCK_M, BLOCK_N) tile of C = (A @ B) * scale_a * scale_b, stored in bf16."""
+    # which tile of C this program computes, and the rows and columns it covers
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ks = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # the K loop: a (BLOCK_M, BLOCK_K) tile of A times a (BLOCK_K, BLOCK_N) tile of B
+    for k0 in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rows[:, None] * stride_am + (k0 + ks)[None, :] * stride_ak,
+                    mask=(rows[:, None] < M) & ((k0 + ks)[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + (k0 + ks)[:, None] * stride_bk + cols[None, :] * stride_bn,
+                    mask=((k0 + ks)[:, None] < K) & (cols[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+    # the epilogue: dequantize, round to bf16, store the part of the tile inside C
+    acc = acc * tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
+    c_ptrs = c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(tl.bfloat16), mask=(rows[:, None] < M) & (cols[None, :] < N))
+
+
+def minimal_scaled_mm(a, b, scale_a, scale_b, block_m=128, block_n=128, block_k=128,
+                      num_warps=8, num_stages=3) -> torch.Tensor:
+    """``(a @ b) * scale_a * scale_b`` in bf16 by ``minimal_kernel``: ``a`` (M, K)
+    row-major and ``b`` (K, N) column-major in float8_e4m3fn, one-element float32 scales,
+    all on the device the package runs on (the GPU, or the CPU under the interpreter)."""
+    for name, t in (("a", a), ("b", b), ("scale_a", scale_a), ("scale_b", scale_b)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.device.type != DEVICE.type:
+            raise ValueError(f"{name} is on {t.device}; kernels run on {DEVICE.type} here")
+    if len({t.device for t in (a, b, scale_a, scale_b)}) > 1:
+        raise ValueError(f"a, b and the scales must be on one device, got {a.device}, "
+                         f"{b.device}, {scale_a.device} and {scale_b.device}")
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype != torch.float8_e4m3fn:
+            raise TypeError(f"{name} must be torch.float8_e4m3fn, got {t.dtype}")
+        if t.dim() != 2 or 0 in t.shape:
+            raise ValueError(f"{name} must be a non-empty matrix, got {tuple(t.shape)}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: "
+                         "a's columns must be b's rows (K)")
+    if not a.is_contiguous():
+        raise ValueError(f"a must be row-major (contiguous), got strides {a.stride()}")
+    if not b.t().is_contiguous():
+        raise ValueError("b must be column-major (the .t() of a contiguous (N, K) weight), "
+                         f"got strides {b.stride()}")
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if s.dtype != torch.float32 or s.numel() != 1:
+            raise ValueError(f"{name} must be one float32 element (per-tensor), got "
+                             f"{s.dtype} of shape {tuple(s.shape)}")
+    (M, K), N = a.shape, b.shape[1]
+    if max(a.numel(), b.numel(), M * N) >= 2**31:
+        raise ValueError(f"{M}x{K}x{N} is too large for the kernel's 32-bit offsets")
+    check_config(tiled_config(block_m, block_n, block_k, num_warps, num_stages))
+    c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
+    grid = (triton.cdiv(M, block_m), triton.cdiv(N, block_n))
+    minimal_kernel[grid](a, b, c, scale_a, scale_b, M, N, K,
+                         a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         c.stride(0), c.stride(1),
+                         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+                         num_warps=num_warps, num_stages=num_stages)
+    return c
 
 
 @triton.jit
