@@ -460,3 +460,31 @@ def test_a_chapter_s_headline_is_the_geometric_mean_of_the_best_per_shape():
     assert line.startswith("The tiled kernel against cuBLAS") and data["environment"]["gpu"] in line
     with pytest.raises(ValueError, match="no records of nothing"):
         sb.headline(["nothing"], "x", data)
+
+
+def test_a_chapter_can_reuse_one_earlier_run_instead_of_measuring_again(tmp_path, monkeypatch):
+    """``reuse``: on a GPU, records of one earlier run that hold everything asked for are taken
+    as they are; anything less (a missing record, two runs mixed) measures again."""
+    import shutil
+
+    from fp8_tutorial import _env
+    from fp8_tutorial.measure import results
+    from fp8_tutorial.measure import scoreboard as sb
+
+    shutil.copy(ROOT / "results" / "h200.json", tmp_path / "h200.json")
+    monkeypatch.setattr(_env, "ON_GPU", True)
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    monkeypatch.setattr(results, "gpu_slug", lambda name=None: "h200")
+    measured = []
+    monkeypatch.setattr(sb, "run", lambda *a, **k: measured.append(a) or {"records": [], "environment": {}})
+    monkeypatch.setattr(C, "attach_configs", lambda records: None)
+    shapes = C.SEED_SHAPES[:2]
+    data, label = sb.measure_or_load(shapes, ["cublas", "gluon"], reuse=True)
+    assert not measured and label.startswith("measured in one run of ")
+    assert len(data["records"]) == 2 * 2 * 2 * 2 and len({r["measured"] for r in data["records"]}) == 1
+    saved = json.loads((tmp_path / "h200.json").read_text())
+    first = next(r for r in saved["records"] if r["contender"] == "gluon")
+    first["measured"] = "another run"
+    (tmp_path / "h200.json").write_text(json.dumps(saved))
+    sb.measure_or_load([sb.parse_shape(first["shape"])], [first["contender"]], reuse=True)
+    assert measured, "records of two runs are not one run: measured again"

@@ -261,16 +261,35 @@ def load(path: Path) -> dict:
     return data
 
 
+def _one_run(data: dict, shapes, names, recipes, accumulations) -> dict | None:
+    """``data``'s records of every (contender, recipe, accumulation, shape) asked for, if all of
+    them are there and come from one run (one ``measured`` stamp); else None."""
+    wanted = {(n, r, a, C.shape_name(*s)) for n in names for r in recipes for a in accumulations
+              for s in shapes}
+    found = {(r["contender"], r["recipe"], r["accumulation"], r["shape"]): r for r in data["records"]}
+    if not wanted <= found.keys() or len({found[w].get("measured") for w in wanted}) != 1:
+        return None
+    return {**{k: v for k, v in data.items() if k != "api"}, "records": [found[w] for w in sorted(wanted)]}
+
+
 def measure_or_load(shapes, names, recipes=("tensor", "row"), accumulations=("fast", "precise"),
-                    reps: int = 30) -> tuple[dict, str]:
+                    reps: int = 30, reuse: bool = False) -> tuple[dict, str]:
     """A chapter's scoreboard and where it comes from. On a GPU: ``run`` now, the configurations
     the autotuners chose attached to the records, and the records merged into this GPU's results
-    file. Without one: the same contenders' records from the H200's file, ``results/h200.json``."""
+    file; with ``reuse``, a run already in that file that holds every record asked for (an earlier
+    chapter's) is taken instead. Without a GPU: the same contenders' records from the H200's file,
+    ``results/h200.json``."""
     from .._env import ON_GPU
 
     for what, given in (("names", names), ("recipes", recipes), ("accumulations", accumulations)):
         if isinstance(given, str):
             raise TypeError(f"{what} must be a list of strings, got the string {given!r}")
+    if ON_GPU and reuse:
+        target = results.RESULTS / f"{results.gpu_slug()}.json"
+        earlier = _one_run(load(target), shapes, names, recipes, accumulations) if target.exists() else None
+        if earlier is not None:
+            when = earlier["records"][0].get("measured")
+            return earlier, f"measured in one run of {when}, as recorded in results/{target.name}"
     if ON_GPU:
         from .contenders import attach_configs
 
