@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-import fp8_tutorial as fp8
 from fp8_tutorial import formats
 from fp8_tutorial._interpreter import to_fp8_satfinite
 

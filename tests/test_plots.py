@@ -294,3 +294,16 @@ def test_05_against_cublas():
     ax = fig.axes[0]
     assert sorted(round(p.get_height(), 2) for p in ax.patches) == [0.85, 0.9]
     assert ax.get_legend_handles_labels()[1] == ["tiled", "persistent"]
+
+
+def test_shared_k_sweep_draws_points_and_fitted_lines():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fp8_tutorial.measure import plots
+
+    fits = {"a": {"times_ms": [1.0, 2.0, 4.0], "rate_tflops": 500.0, "intercept_us": 10.0}}
+    fig = plots.k_sweep(512, 1024, [1024, 2048, 4096], fits)
+    ax = fig.axes[0]
+    assert ax.get_title() and ax.get_xlabel() == "K" and "ms" in ax.get_ylabel()
+    assert len(ax.lines) == 2

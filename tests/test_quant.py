@@ -1,7 +1,6 @@
 """fp8_tutorial.quant: the Triton kernels against the torch reference, bit for bit, and the
 reference against the definition of FP8 quantization."""
 
-import math
 
 import pytest
 import torch

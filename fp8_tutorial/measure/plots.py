@@ -29,6 +29,19 @@ def finish(ax, title: str, xlabel: str, ylabel: str, *, grid: str = "y", legend:
         ax.legend(fontsize=8)
 
 
+def k_sweep(M: int, N: int, Ks, fits: dict, recipe: str = "tensor"):
+    """A K sweep (``scoreboard.k_sweep``): each contender's measured times against K as points,
+    and the line ``time = intercept + K / rate`` fitted to them."""
+    from . import scoreboard
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    scoreboard.plot_k_sweep(ax, M, N, Ks, fits, recipe)
+    fig.tight_layout()
+    plt.show()
+    return fig
+
+
 # --- chapter 01 ---------------------------------------------------------------------------------
 
 _FORMAT_COLORS = {"e4m3fn": "#3d85c6", "e5m2": "#e07a5f"}
