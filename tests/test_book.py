@@ -67,7 +67,8 @@ def test_printed_sources_are_the_package_s():
                 obj = importlib.import_module(PRINTED_MODULES[head])
                 for attr in attrs:
                     obj = getattr(obj, attr)
-                shown = inspect.getsource(obj) if how == "getsource" else show.source(obj).text
+                # a display keeps no trailing newline
+                shown = inspect.getsource(obj) if how == "getsource" else show.source(obj).text.rstrip("\n")
                 assert shown in printed, f"{nb_path.name} shows an older {expr}: execute it again"
                 checked += 1
     assert checked >= 15
