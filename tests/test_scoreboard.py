@@ -465,13 +465,15 @@ def test_a_chapter_s_headline_is_the_geometric_mean_of_the_best_per_shape():
 def test_a_chapter_can_reuse_one_earlier_run_instead_of_measuring_again(tmp_path, monkeypatch):
     """``reuse``: on a GPU, records of one earlier run that hold everything asked for are taken
     as they are; anything less (a missing record, two runs mixed) measures again."""
-    import shutil
-
     from fp8_tutorial import _env
     from fp8_tutorial.measure import results
     from fp8_tutorial.measure import scoreboard as sb
 
-    shutil.copy(ROOT / "results" / "h200.json", tmp_path / "h200.json")
+    saved = json.loads((ROOT / "results" / "h200.json").read_text())
+    for r in saved["records"]:  # cublas and gluon as one run made them
+        if r["contender"] in ("cublas", "gluon"):
+            r["measured"] = "one run"
+    (tmp_path / "h200.json").write_text(json.dumps(saved))
     monkeypatch.setattr(_env, "ON_GPU", True)
     monkeypatch.setattr(results, "RESULTS", tmp_path)
     monkeypatch.setattr(results, "gpu_slug", lambda name=None: "h200")

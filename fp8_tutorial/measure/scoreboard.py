@@ -512,19 +512,20 @@ def headline(contenders, what: str, data: dict | None = None, accumulation: str 
         from . import results
 
         data = load(results.RESULTS / "h200.json")
-    parts, counts = [], set()
+    parts, counts, stamps = [], set(), set()
     for recipe, label in (("tensor", "per tensor"), ("row", "per row")):
         best = best_of(data, contenders, recipe, accumulation)
         if best:
             parts.append(f"**{gmean(r['ratio'] for r in best.values()):.2f}x** {label}")
             counts.add(len(best))
+            stamps |= {r.get("measured") or data["environment"]["date"] for r in best.values()}
     if not parts:
         raise ValueError(f"no records of {', '.join(contenders)} with a ratio against cuBLAS")
-    env = data["environment"]
     shapes = "/".join(map(str, sorted(counts)))
+    when = " to ".join(sorted(stamps)[::len(stamps) - 1] if len(stamps) > 1 else sorted(stamps))
     return (f"{what} against cuBLAS: {' and '.join(parts)}, the geometric mean over {shapes} reference "
             f"shapes of the best configuration per shape ({accumulation} accumulation; recorded on "
-            f"{env['gpu']}, {env['date']}).")
+            f"{data['environment']['gpu']}, {when}).")
 
 
 def figure(data: dict, path: Path | None = None, title: str | None = None, contenders=None):
