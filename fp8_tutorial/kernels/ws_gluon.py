@@ -533,7 +533,7 @@ def make_gluon_config(kind, bm, bn, bk, stages, group_m=8, warps=4, split=False,
 # other consumer groups of ping-pong and of the stacked kernel, come on top: _OTHER_WARPS);
 # num_stages is the ring's depth; a stacked BLOCK_M is three groups' rows; STORE_N the columns of
 # each TMA store of the output (two buffers of them, where less than BLOCK_N, make room for one more
-# stage). From sweeps on the nine shapes on the H200 (chapter 07), each the best of the Gluon
+# stage). From sweeps on the nine shapes on the H200 (chapter 08), each the best of the Gluon
 # kernels on some shape in one of them; launch_gluon times them all for each new problem, and where
 # two are within the noise of each other, which one wins changes from run to run.
 GLUON_CONFIGS = [make_gluon_config("cooperative", 128, 256, 128, 3, group_m=16, warps=8),
@@ -545,7 +545,7 @@ GLUON_CONFIGS = [make_gluon_config("cooperative", 128, 256, 128, 3, group_m=16, 
                  make_gluon_config("stacked", 192, 128, 128, 4, group_m=16),
                  make_gluon_config("cooperative", 128, 256, 128, 4, group_m=16, warps=8, store_n=64),
                  # with a split tail, timed only where split_plan cuts tiles: each won some of the
-                 # shapes with K = 12288 and N = 3072 in a sweep on the H200 (chapter 07)
+                 # shapes with K = 12288 and N = 3072 in a sweep on the H200 (chapter 08)
                  make_gluon_config("cooperative", 128, 256, 128, 4, group_m=16, warps=8, store_n=64, split=True),
                  make_gluon_config("cooperative", 128, 128, 128, 6, split=True),
                  make_gluon_config("stacked", 192, 128, 128, 4, split=True)]
@@ -676,7 +676,7 @@ def gluon_takes(ops: Operands, out: torch.Tensor) -> str | None:
     if why:
         return why
     if ops.a.dtype != torch.float8_e4m3fn or ops.b.dtype != torch.float8_e4m3fn:
-        return (f"the Gluon kernels take float8_e4m3fn operands (the ones chapter 07 checks), got "
+        return (f"the Gluon kernels take float8_e4m3fn operands (the ones chapter 08 checks), got "
                 f"{ops.a.dtype} and {ops.b.dtype}")
     if out.dtype not in _OUT:
         return f"the Gluon kernels write bfloat16, float16 or float32, got {out.dtype}"
