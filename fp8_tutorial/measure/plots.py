@@ -31,12 +31,14 @@ def finish(ax, title: str, xlabel: str, ylabel: str, *, grid: str = "y", legend:
 
 def k_sweep(M: int, N: int, Ks, fits: dict, recipe: str = "tensor"):
     """A K sweep (``scoreboard.k_sweep``): each contender's measured times against K as points,
-    and the line ``time = intercept + K / rate`` fitted to them."""
+    and the line ``time = intercept + K / rate`` fitted to them, whose slope is the K loop's rate
+    and intercept the time that does not grow with K. Shown, and returned."""
     from . import scoreboard
 
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 4.2))
     scoreboard.plot_k_sweep(ax, M, N, Ks, fits, recipe)
+    ax.set_xlabel("K (elements)")
     fig.tight_layout()
     plt.show()
     return fig
@@ -549,17 +551,8 @@ def ws_schematic(steps: int = 4, tiles: int = 2, stages: int = 3):
     return fig
 
 
-def ws_k_sweep(M: int, N: int, Ks, sweep: dict, recipe: str = "tensor"):
-    """Chapters 07 and 08's K sweep (``scoreboard.k_sweep``'s fits): the measured times against K
-    and the fitted lines, whose slope is the K loop's rate and intercept the time that does not
-    grow with K."""
-    from . import scoreboard
-
-    fig, ax = _plt().subplots(figsize=(8, 4.2))
-    scoreboard.plot_k_sweep(ax, M, N, Ks, sweep, recipe)
-    ax.set_xlabel("K (elements)")
-    fig.tight_layout()
-    return fig
+#: Chapters 07 and 08 draw their K sweeps as every chapter does.
+ws_k_sweep = k_sweep
 
 
 # --- chapter 08 ---------------------------------------------------------------------------------
