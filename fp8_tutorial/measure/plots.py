@@ -29,6 +29,19 @@ def finish(ax, title: str, xlabel: str, ylabel: str, *, grid: str = "y", legend:
         ax.legend(fontsize=8)
 
 
+def grouped_bars(ax, series: dict, labels=None, **tick_kw):
+    """One bar per series (label -> one value per group) in each group, side by side and centred
+    on the group; with ``labels``, the groups' tick labels (``tick_kw`` as ``set_xticks`` takes)."""
+    import numpy as np
+
+    width = 0.8 / max(len(series), 1)
+    xs = np.arange(len(next(iter(series.values()), [])))
+    for i, (name, values) in enumerate(series.items()):
+        ax.bar(xs + (i - (len(series) - 1) / 2) * width, values, width, label=name)
+    if labels is not None:
+        ax.set_xticks(np.arange(len(labels)), labels, **tick_kw)
+
+
 def k_sweep(M: int, N: int, Ks, fits: dict, recipe: str = "tensor"):
     """A K sweep (``scoreboard.k_sweep``): each contender's measured times against K as points,
     and the line ``time = intercept + K / rate`` fitted to them, whose slope is the K loop's rate
@@ -223,8 +236,6 @@ def timing_histogram(us, title: str):
 
 
 def _baseline_bars(data: dict, field: str, ylabel: str, title: str, log: bool = False):
-    import numpy as np
-
     from . import scoreboard
 
     base = [r for r in data["records"] if r["contender"] == "cublas" and "tflops" in r]
@@ -232,13 +243,8 @@ def _baseline_bars(data: dict, field: str, ylabel: str, title: str, log: bool = 
     shapes = scoreboard._shapes_in_order(base)
     by = {(r["shape"], r["key"]): r for r in base}
     fig, ax = _plt().subplots(figsize=(WIDTH, 4.2))
-    width = 0.8 / len(keys)
-    xs = np.arange(len(shapes))
-    for i, key in enumerate(keys):
-        offset = (i - (len(keys) - 1) / 2) * width
-        ax.bar(xs + offset, [by[(s, key)][field] if (s, key) in by else 0 for s in shapes], width,
-               label=key.split("/", 1)[1])
-    ax.set_xticks(xs, shapes, rotation=30, ha="right")
+    grouped_bars(ax, {key.split("/", 1)[1]: [by[(s, key)][field] if (s, key) in by else 0 for s in shapes]
+                      for key in keys}, shapes, rotation=30, ha="right")
     if log:
         ax.set_yscale("log")
     else:  # room for the legend above the bars
@@ -359,16 +365,11 @@ def ch04_wave_bytes(loads: dict, l2: int | None, title: str):
     """Distinct bytes of A and B bands each wave reads, per tile order (``loads``: the
     ``schedule.waves_loads`` lists by name), against the L2 (``l2`` bytes, or None: an H100
     SXM's)."""
-    import numpy as np
-
     from . import schedule
 
     plt = _plt()
     fig, ax = plt.subplots(figsize=(WIDTH * 0.75, 3.6))
-    width = 0.8 / max(len(loads), 1)
-    for i, (name, waves) in enumerate(loads.items()):
-        xs = np.arange(len(waves)) + (i - (len(loads) - 1) / 2) * width
-        ax.bar(xs, [w.bytes / 2**20 for w in waves], width, label=name)
+    grouped_bars(ax, {name: [w.bytes / 2**20 for w in waves] for name, waves in loads.items()})
     label = f"L2 of this GPU ({l2 / 2**20:.0f} MiB)" if l2 else "L2 of an H100 SXM (50 MiB)"
     ax.axhline((l2 or schedule.L2_BYTES) / 2**20, color="k", ls="--", lw=1, label=label)
     finish(ax, title, "wave (in launch order)", "distinct A and B bytes read (MiB)")
@@ -380,18 +381,12 @@ def ch04_against_cublas(records: list, shape_names: list, keys: list, label: str
     """Speed of the tiled kernel over cuBLAS's (same recipe and accumulation) per shape, one bar
     per contender key (``tiled/tensor/fast``, ...), from bench records; a missing record, or one
     with a wrong output, draws no bar."""
-    import numpy as np
-
     plt = _plt()
     fig, ax = plt.subplots(figsize=(WIDTH, 4.2))
     by = {(r["shape"], r["key"]): r for r in records}
-    width = 0.8 / len(keys)
-    for i, key in enumerate(keys):
-        xs = np.arange(len(shape_names)) + (i - (len(keys) - 1) / 2) * width
-        ratios = [(by.get((s, key)) or {}).get("ratio") or 0 for s in shape_names]
-        ax.bar(xs, ratios, width, label=key)
+    grouped_bars(ax, {key: [(by.get((s, key)) or {}).get("ratio") or 0 for s in shape_names] for key in keys},
+                 shape_names, rotation=30, ha="right", fontsize=8)
     ax.axhline(1.0, color="k", lw=1)
-    ax.set_xticks(np.arange(len(shape_names)), shape_names, rotation=30, ha="right", fontsize=8)
     ax.set_ylim(0, 1.25)
     finish(ax, f"Tiled FP8 kernel against cuBLAS, same run, interleaved\n({label})", "M x K x N",
            "x cuBLAS (same recipe, accumulation)", legend=False)
@@ -410,17 +405,13 @@ CH05_LAYOUTS = [("128x128 tiles, 2 per SM", 128, 128, 2), ("128x128 tiles, 1 per
 def ch05_waves(shapes, layouts=CH05_LAYOUTS):
     """Wave quantization: the share of program slots busy over all waves, per shape (M, K, N) and
     tiling (``layouts``: label, BLOCK_M, BLOCK_N, programs per SM), on the H200's 132 SMs."""
-    import numpy as np
-
     from . import contenders as C, schedule
 
     plt = _plt()
     fig, ax = plt.subplots(figsize=(WIDTH, 4.2))
-    width = 0.8 / len(layouts)
-    for i, (label, bm, bn, per_sm) in enumerate(layouts):
-        busy = [100 * schedule.occupancy(M, N, bm, bn, per_sm).efficiency for M, K, N in shapes]
-        ax.bar(np.arange(len(shapes)) + (i - (len(layouts) - 1) / 2) * width, busy, width, label=label)
-    ax.set_xticks(np.arange(len(shapes)), [C.shape_name(*s) for s in shapes], rotation=30, ha="right")
+    grouped_bars(ax, {label: [100 * schedule.occupancy(M, N, bm, bn, per_sm).efficiency for M, K, N in shapes]
+                      for label, bm, bn, per_sm in layouts},
+                 [C.shape_name(*s) for s in shapes], rotation=30, ha="right")
     ax.set_ylim(0, 119)
     finish(ax, f"Wave quantization on {schedule.H200_SMS} SMs: program slots busy, all waves",
            "M x K x N", "slots busy (%)", legend=False)
@@ -432,20 +423,14 @@ def ch05_waves(shapes, layouts=CH05_LAYOUTS):
 def ch05_small_m(small, recipe: str):
     """The small-M candidates of chapter 05 against cuBLAS, one recipe: ``small`` holds one dict
     per measurement (shape, recipe, name, tflops, ratio = cuBLAS's time over the candidate's)."""
-    import numpy as np
-
     plt = _plt()
     rows = [r for r in small if r["recipe"] == recipe and r["name"] != "cuBLAS"]
     names = list(dict.fromkeys(r["name"] for r in rows))
     shapes = list(dict.fromkeys(r["shape"] for r in rows))
     ratio = {(r["shape"], r["name"]): r["ratio"] for r in rows}
     fig, ax = plt.subplots(figsize=(WIDTH, 4.2))
-    width = 0.8 / max(len(names), 1)
-    for i, name in enumerate(names):
-        ax.bar(np.arange(len(shapes)) + (i - (len(names) - 1) / 2) * width,
-               [ratio.get((s, name), 0) for s in shapes], width, label=name)
+    grouped_bars(ax, {name: [ratio.get((s, name), 0) for s in shapes] for name in names}, shapes)
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_xticks(np.arange(len(shapes)), shapes)
     ax.set_ylim(0, 1.45)
     finish(ax, f"Small M, per {recipe}, fast accumulation: throughput / cuBLAS (same run)",
            "M x K x N", "throughput / cuBLAS", legend=False)
@@ -457,21 +442,16 @@ def ch05_small_m(small, recipe: str):
 def ch05_against_cublas(data: dict, contenders, recipe: str, label: str = ""):
     """Throughput over cuBLAS's (same run, fast accumulation) per shape, one bar per contender
     (names), for one recipe, from a results dictionary (``scoreboard.measure_or_load``)."""
-    import numpy as np
-
     from . import scoreboard
 
     plt = _plt()
     records = [r for r in data["records"] if r["recipe"] == recipe and r["accumulation"] == "fast"]
     shapes = scoreboard._shapes_in_order(records)
     fig, ax = plt.subplots(figsize=(WIDTH, 4.2))
-    width = 0.8 / len(contenders)
-    for i, name in enumerate(contenders):
-        by = {r["shape"]: r.get("ratio") for r in records if r["contender"] == name}
-        ax.bar(np.arange(len(shapes)) + (i - (len(contenders) - 1) / 2) * width,
-               [by.get(s) or 0 for s in shapes], width, label=name)
+    ratio = {(r["shape"], r["contender"]): r.get("ratio") for r in records}
+    grouped_bars(ax, {name: [ratio.get((s, name)) or 0 for s in shapes] for name in contenders},
+                 shapes, rotation=30, ha="right")
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_xticks(np.arange(len(shapes)), shapes, rotation=30, ha="right")
     ax.set_ylim(0, 1.35)
     title = f"Per {recipe}, fast accumulation: throughput / cuBLAS" + (f"\n({label})" if label else "")
     finish(ax, title, "M x K x N", "throughput / cuBLAS (same run)", legend=False)
