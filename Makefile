@@ -35,7 +35,7 @@ JUPYTER_BOOK = $(PYTHON) $(JUPYTER_BOOK_IN)
 $(VENV)/.installed: requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install --quiet -r requirements.txt
+	$(VENV)/bin/python -m pip install --quiet --no-cache-dir -r requirements.txt
 	touch $@
 
 test: test-package test-notebooks test-book
@@ -58,18 +58,18 @@ NEWEST_VENV := .venv-newest
 $(NEWEST_VENV)/.installed: requirements-newest.txt
 	python3 -m venv $(NEWEST_VENV)
 	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(NEWEST_VENV)/bin/python -m pip install --quiet -r requirements-newest.txt
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --no-cache-dir -r requirements-newest.txt
 	touch $@
 
 test-newest: $(NEWEST_VENV)/.installed
-	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade -r requirements-newest.txt  # still the newest
+	$(NEWEST_VENV)/bin/python -m pip install --quiet --no-cache-dir --upgrade -r requirements-newest.txt  # still the newest
 	$(NEWEST_VENV)/bin/python -c "import torch, triton, numpy; print('newest: torch', torch.__version__, '| Triton', triton.__version__, '| numpy', numpy.__version__)"
 	$(NEWEST_VENV)/bin/python -m pytest --durations=15 -p no:cacheprovider tests
 
 $(BOOK_VENV)/.installed: requirements-book.txt
 	python3 -m venv $(BOOK_VENV)
 	$(BOOK_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(BOOK_VENV)/bin/python -m pip install --quiet -r requirements-book.txt
+	$(BOOK_VENV)/bin/python -m pip install --quiet --no-cache-dir -r requirements-book.txt
 	touch $@
 
 book: $(BOOK_VENV)/.installed
