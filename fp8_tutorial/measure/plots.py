@@ -18,28 +18,35 @@ def _plt():
     return plt
 
 
-def finish(ax, title: str, xlabel: str, ylabel: str, *, grid: str = "y", legend: bool = True):
-    """Title, labels, a light grid and (if anything is labelled) a legend: what every axes gets."""
+def finish(ax, title: str, xlabel: str, ylabel: str, *, grid: str = "y", legend: bool | dict = True):
+    """Title, labels, a light grid and (if anything is labelled) a legend: what every axes gets.
+    ``legend`` a dict: the legend drawn with those options (``ax.legend``'s)."""
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if grid:
         ax.grid(True, axis=grid, alpha=0.3)
-    if legend and ax.get_legend_handles_labels()[0]:
+    if isinstance(legend, dict):
+        ax.legend(**legend)
+    elif legend and ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
 
 
-def grouped_bars(ax, series: dict, labels=None, **tick_kw):
+def grouped_bars(ax, series: dict, labels=None, colors=None, **tick_kw) -> dict:
     """One bar per series (label -> one value per group) in each group, side by side and centred
-    on the group; with ``labels``, the groups' tick labels (``tick_kw`` as ``set_xticks`` takes)."""
+    on the group, coloured by ``colors`` (label -> colour) where given; with ``labels``, the groups'
+    tick labels (``tick_kw`` as ``set_xticks`` takes). Returns each series' bar positions."""
     import numpy as np
 
     width = 0.8 / max(len(series), 1)
     xs = np.arange(len(next(iter(series.values()), [])))
+    placed = {}
     for i, (name, values) in enumerate(series.items()):
-        ax.bar(xs + (i - (len(series) - 1) / 2) * width, values, width, label=name)
+        placed[name] = xs + (i - (len(series) - 1) / 2) * width
+        ax.bar(placed[name], values, width, label=name, **({"color": colors[name]} if colors else {}))
     if labels is not None:
         ax.set_xticks(np.arange(len(labels)), labels, **tick_kw)
+    return placed
 
 
 def k_sweep(M: int, N: int, Ks, fits: dict, recipe: str = "tensor"):
@@ -109,8 +116,7 @@ def fp8_values():
     ax.set_yticks([0, 1], ["e4m3fn", "e5m2"])
     ax.set_ylim(-0.7, 1.9)
     finish(ax, "Every positive FP8 value (dotted: smallest normal; below it, subnormals)",
-           "value (dimensionless, log scale)", "format", grid="x")
-    ax.legend(loc="upper left", fontsize=8)
+           "value (dimensionless, log scale)", "format", grid="x", legend=dict(loc="upper left", fontsize=8))
     return fig
 
 
@@ -249,8 +255,7 @@ def _baseline_bars(data: dict, field: str, ylabel: str, title: str, log: bool = 
         ax.set_yscale("log")
     else:  # room for the legend above the bars
         ax.set_ylim(0, 1.25 * max(r[field] for r in base))
-    finish(ax, title, "M x K x N", ylabel, legend=False)
-    ax.legend(fontsize=8, ncol=len(keys), loc="upper center")
+    finish(ax, title, "M x K x N", ylabel, legend=dict(fontsize=8, ncol=len(keys), loc="upper center"))
     fig.tight_layout()
     return fig
 
@@ -291,8 +296,7 @@ def roofline(records: list, ceilings: dict, datasheet: dict, label: str):
     ax.set_yscale("log")
     finish(ax, f"Roofline; points: cuBLAS row-wise FP8, fast accumulation\n({label})",
            "arithmetic intensity (FLOP per byte moved, FP8 in, bf16 out)", "TFLOP/s",
-           grid="both", legend=False)
-    ax.legend(fontsize=7, loc="lower right", ncol=2)
+           grid="both", legend=dict(fontsize=7, loc="lower right", ncol=2))
     return fig
 
 
@@ -389,8 +393,7 @@ def ch04_against_cublas(records: list, shape_names: list, keys: list, label: str
     ax.axhline(1.0, color="k", lw=1)
     ax.set_ylim(0, 1.25)
     finish(ax, f"Tiled FP8 kernel against cuBLAS, same run, interleaved\n({label})", "M x K x N",
-           "x cuBLAS (same recipe, accumulation)", legend=False)
-    ax.legend(fontsize=8, ncol=4, loc="upper left")
+           "x cuBLAS (same recipe, accumulation)", legend=dict(fontsize=8, ncol=4, loc="upper left"))
     fig.tight_layout()
     return fig
 
@@ -414,8 +417,7 @@ def ch05_waves(shapes, layouts=CH05_LAYOUTS):
                  [C.shape_name(*s) for s in shapes], rotation=30, ha="right")
     ax.set_ylim(0, 119)
     finish(ax, f"Wave quantization on {schedule.H200_SMS} SMs: program slots busy, all waves",
-           "M x K x N", "slots busy (%)", legend=False)
-    ax.legend(fontsize=8, loc="upper center", ncol=3)
+           "M x K x N", "slots busy (%)", legend=dict(fontsize=8, loc="upper center", ncol=3))
     fig.tight_layout()
     return fig
 
@@ -433,8 +435,7 @@ def ch05_small_m(small, recipe: str):
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_ylim(0, 1.45)
     finish(ax, f"Small M, per {recipe}, fast accumulation: throughput / cuBLAS (same run)",
-           "M x K x N", "throughput / cuBLAS", legend=False)
-    ax.legend(fontsize=7, loc="upper center", ncol=4)
+           "M x K x N", "throughput / cuBLAS", legend=dict(fontsize=7, loc="upper center", ncol=4))
     fig.tight_layout()
     return fig
 
@@ -454,8 +455,8 @@ def ch05_against_cublas(data: dict, contenders, recipe: str, label: str = ""):
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_ylim(0, 1.35)
     title = f"Per {recipe}, fast accumulation: throughput / cuBLAS" + (f"\n({label})" if label else "")
-    finish(ax, title, "M x K x N", "throughput / cuBLAS (same run)", legend=False)
-    ax.legend(fontsize=8, loc="upper center", ncol=len(contenders))
+    finish(ax, title, "M x K x N", "throughput / cuBLAS (same run)",
+           legend=dict(fontsize=8, loc="upper center", ncol=len(contenders)))
     fig.tight_layout()
     return fig
 

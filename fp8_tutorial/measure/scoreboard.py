@@ -537,7 +537,7 @@ def figure(data: dict, path: Path | None = None, title: str | None = None, conte
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from .plots import WIDTH, finish
+    from .plots import WIDTH, finish, grouped_bars
 
     records = [r for r in data["records"] if "tflops" in r and r.get("ok", True)]  # wrong: no bar
     ours = sorted({r["contender"] for r in records} - {C.BASELINE}) if contenders is None else contenders
@@ -555,19 +555,20 @@ def figure(data: dict, path: Path | None = None, title: str | None = None, conte
     top = 0.0
     for ax, recipe in zip(axes[:, 0], recipes):
         here = [a for a in accs if any(r["recipe"] == recipe and r["accumulation"] == a for r in records)]
-        width = 0.8 / max(len(here), 1)
-        for i, acc in enumerate(here):
-            x = xs + (i - (len(here) - 1) / 2) * width
+        series, names = {}, {}
+        for acc in here:
+            label = f"{acc} accumulation"
             if ratios:
                 best = best_of(data, ours, recipe, acc)
-                ys = [best[s]["ratio"] if s in best else 0.0 for s in shapes]
-                names = [best[s]["contender"] if s in best else "" for s in shapes]
+                series[label] = [best[s]["ratio"] if s in best else 0.0 for s in shapes]
+                names[label] = [best[s]["contender"] if s in best else "" for s in shapes]
             else:
                 by = {r["shape"]: r["tflops"] for r in records
                       if r["recipe"] == recipe and r["accumulation"] == acc and r["contender"] == C.BASELINE}
-                ys, names = [by.get(s, 0.0) for s in shapes], [""] * len(shapes)
-            ax.bar(x, ys, width, color=colors.get(acc, "tab:green"), label=f"{acc} accumulation")
-            for xi, y, name in zip(x, ys, names):
+                series[label], names[label] = [by.get(s, 0.0) for s in shapes], [""] * len(shapes)
+        placed = grouped_bars(ax, series, colors={f"{a} accumulation": colors.get(a, "tab:green") for a in here})
+        for label, ys in series.items():
+            for xi, y, name in zip(placed[label], ys, names[label]):
                 if name:  # the kernel on its bar, the ratio above it
                     ax.text(xi, 0.04, name, rotation=90, ha="center", va="bottom", fontsize=7,
                             color="white")
@@ -631,12 +632,11 @@ def plot_k_sweep(ax, M: int, N: int, Ks, fits: dict, recipe: str = "tensor") -> 
     """The measured times of ``k_sweep`` as points and its fitted lines, on ``ax``."""
     import numpy as np
 
+    from .plots import finish
+
     for name, f in fits.items():
         ax.plot(Ks, f["times_ms"], "o", label=f"{name}: {f['rate_tflops']:.0f} TFLOP/s + {f['intercept_us']:.1f} µs")
         slope = 2 * M * N / (f["rate_tflops"] * 1e12) * 1e3
         ax.plot(Ks, np.polyval([slope, f["intercept_us"] * 1e-3], Ks), "--", lw=1, color=ax.lines[-1].get_color())
-    ax.set_xlabel("K")
-    ax.set_ylabel("median time (ms)")
-    ax.set_title(f"{M} x K x {N}, per {recipe}, fast accumulation: time against K", fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(True, alpha=0.3)
+    finish(ax, f"{M} x K x {N}, per {recipe}, fast accumulation: time against K", "K", "median time (ms)",
+           grid="both")
