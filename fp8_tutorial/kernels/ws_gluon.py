@@ -148,24 +148,21 @@ def load_stage(a_desc, b_desc, a_bufs, b_bufs, bar, s, off_m, off_n, k, GROUPS: 
 
 @gluon.jit
 def mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, PRECISE: gl.constexpr, GROUP: gl.constexpr,
-             GROUPS: gl.constexpr, handoff=None, HANDOFF: gl.constexpr = False):
+             GROUPS: gl.constexpr, handoff=None, HANDOFF: gl.constexpr = False, PROMOTE: gl.constexpr = 1):
     """One tile's K loop, from ring position ``it``, on the rows of consumer group GROUP (of
-    GROUPS): the float32 product in ``acc`` and the next position. With PRECISE the compiler adds
-    each block's product into ``acc`` in float32. With HANDOFF, arrive on the barrier ``handoff``
-    once the last ``wgmma`` is issued, before waiting for it."""
-    BLOCK_K: gl.constexpr = a_bufs.type.shape[2]
+    GROUPS): the float32 product in ``acc`` and the next position. With PRECISE the tensor cores'
+    sum is promoted (``promoted_tile``) every PROMOTE K steps. With HANDOFF, arrive on the barrier
+    ``handoff`` once the last ``wgmma`` is issued, before waiting for it."""
+    if PRECISE:
+        return promoted_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, GROUP, GROUPS, handoff, HANDOFF,
+                             PROMOTE)
     STAGES: gl.constexpr = b_bufs.type.shape[0]
-    if PRECISE:  # the promoted sums are added to acc whatever use_acc says: start from zeros
-        acc = gl.zeros_like(acc)
     for kk in range(k_steps):
         s = it % STAGES
         mbarrier.wait(ready.index(s), (it // STAGES) & 1)
         a = a_bufs.index(s * GROUPS + GROUP)
         b = b_bufs.index(s).permute((1, 0))  # W's (BLOCK_N, BLOCK_K) block, read K-major as B
-        if PRECISE:
-            acc = warpgroup_mma(a, b, acc, is_async=True, max_num_imprecise_acc=BLOCK_K)
-        else:
-            acc = warpgroup_mma(a, b, acc, use_acc=kk > 0, is_async=True)
+        acc = warpgroup_mma(a, b, acc, use_acc=kk > 0, is_async=True)
         # the wgmma before this one is done: its buffer goes back to the producer (the last of the
         # GROUPS consumers to arrive frees it)
         acc, _, _ = warpgroup_mma_wait(1, deps=(acc, a, b_bufs.index(s)))
@@ -176,6 +173,33 @@ def mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, PRECISE: gl.constex
     acc = warpgroup_mma_wait(0, deps=(acc,))
     mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
     return acc, it
+
+
+@gluon.jit
+def promoted_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, GROUP: gl.constexpr, GROUPS: gl.constexpr,
+                  handoff, HANDOFF: gl.constexpr, PROMOTE: gl.constexpr):
+    """``mma_tile`` with precise accumulation: the tensor cores sum PROMOTE K steps at a time in
+    ``acc``, in their own, shorter precision (the ``wgmma`` one behind the other, as in the fast
+    loop), and each such sum is added into ``total``, a float32 accumulator on the CUDA cores. The
+    add waits for its ``wgmma``; the other consumer group's ``wgmma`` keep the tensor cores busy
+    meanwhile."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    total = gl.zeros_like(acc)
+    for kk in range(k_steps):
+        s = it % STAGES
+        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+        a = a_bufs.index(s * GROUPS + GROUP)
+        b = b_bufs.index(s).permute((1, 0))
+        acc = warpgroup_mma(a, b, acc, use_acc=kk % PROMOTE > 0, is_async=True)  # a new sum every PROMOTE steps
+        acc, _, _ = warpgroup_mma_wait(1, deps=(acc, a, b_bufs.index(s)))
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kk > 0)
+        if (kk % PROMOTE == PROMOTE - 1) | (kk == k_steps - 1):
+            total += warpgroup_mma_wait(0, deps=(acc,))  # the sum is complete: promote it
+        it += 1
+    if HANDOFF:
+        mbarrier.arrive(handoff)
+    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
+    return total, it
 
 
 @gluon.jit
@@ -389,7 +413,7 @@ def allocate_outputs(c_desc, b_desc, GROUPS: gl.constexpr):
 def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
                           partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
                           ROW_A: gl.constexpr, ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
-                          GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr):
+                          GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr, PROMOTE: gl.constexpr):
     """Consumer group GROUP of GROUPS: rows [GROUP * SUB_M, + SUB_M) of every unit's tile, through
     the group's output buffers (``output_buffers`` of them, from ``c_bufs.index(GROUP * BUFS)``)."""
     SUB_M: gl.constexpr = c_desc.block_type.shape[0]
@@ -408,7 +432,8 @@ def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, 
         off_m, off_n = unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
         if EARLY:  # the scales' loads are under way while the K loop runs
             sa, sb = tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B, True)
-        acc, it = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, GROUP, GROUPS)
+        acc, it = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, GROUP, GROUPS,
+                           PROMOTE=PROMOTE)
         if not EARLY:
             sa, sb = tile_scales(acc, scale_a_ptr, scale_b_ptr, off_m, off_n, M, N, ROW_A, ROW_B, False)
         finish_unit(acc, sa, sb, c_desc, c_bufs, partials_ptr, arrivals_ptr, scale_a_ptr, scale_b_ptr, off_m, off_n,
@@ -419,7 +444,8 @@ def _cooperative_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, 
 @gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])  # one compilation serves every plan
 def gluon_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
                     WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
-                    ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr, num_warps: gl.constexpr):
+                    ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr, num_warps: gl.constexpr,
+                    PROMOTE: gl.constexpr = 1):
     """C = scale(A @ W^T), persistent: one producer warp, ``num_warps`` consumer warps sharing each
     tile (BLOCK_M rows from ``c_desc``, BLOCK_N from ``b_desc``), STAGES buffers in the ring. The
     first WHOLE_TILES tiles are computed whole; with SPLIT the others are cut into PIECES pieces
@@ -431,7 +457,7 @@ def gluon_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_p
     gl.warp_specialize([
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
                                  partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
-                                 PRECISE, SPLIT, 0, 1, num_warps)),
+                                 PRECISE, SPLIT, 0, 1, num_warps, PROMOTE)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, 1)),
     ], COOPERATIVE_WORKERS, [24])
 
@@ -440,7 +466,7 @@ def gluon_ws_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_p
 def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
                          WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
                          ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
-                         num_warps: gl.constexpr):
+                         num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1):
     """C = scale(A @ W^T), persistent, in tiles of three blocks of A's descriptor stacked along M
     (3 x 64 = 192 rows, a height that is not a power of two): one producer warp, and three consumer
     warp groups (the default partition, ``num_warps`` = 4, and two workers), each on its own block
@@ -452,15 +478,15 @@ def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, parti
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
                                  scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
                                  ROW_A, ROW_B,
-                                 PRECISE, SPLIT, 0, STACKED_GROUPS, 4)),
+                                 PRECISE, SPLIT, 0, STACKED_GROUPS, 4, PROMOTE)),
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
                                  scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
                                  ROW_A, ROW_B,
-                                 PRECISE, SPLIT, 1, STACKED_GROUPS, 4)),
+                                 PRECISE, SPLIT, 1, STACKED_GROUPS, 4, PROMOTE)),
         (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
                                  scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
                                  ROW_A, ROW_B,
-                                 PRECISE, SPLIT, 2, STACKED_GROUPS, 4)),
+                                 PRECISE, SPLIT, 2, STACKED_GROUPS, 4, PROMOTE)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
                      STACKED_GROUPS)),
     ], STACKED_WORKERS, [128, 128, 24])
@@ -470,7 +496,7 @@ def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, parti
 def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
                        partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
                        ROW_A: gl.constexpr, ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
-                       GROUP: gl.constexpr):
+                       GROUP: gl.constexpr, PROMOTE: gl.constexpr):
     BLOCK_M: gl.constexpr = c_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
     BUFS: gl.constexpr = output_buffers(c_desc.block_type.shape[1], BLOCK_N)
@@ -486,7 +512,7 @@ def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_buf
             # the turn passes as soon as this tile's last wgmma is issued: the other group's first
             # ones queue behind it, and the tensor pipes do not wait for this one's to drain
             acc, _ = mma_tile(a_bufs, b_bufs, ready, empty, acc, it, k_last - k_first, PRECISE, 0, 1,
-                              turn.index(1 - GROUP), True)
+                              turn.index(1 - GROUP), True, PROMOTE)
             # the scales are loaded now: before the K loop they would cost ptxas a spill (and this
             # epilogue runs while the other group's K loop does)
             off_m, off_n = unit_origin(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M, 0, 1)
@@ -501,7 +527,7 @@ def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_buf
 def gluon_pingpong_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
                           WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
                           ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
-                          num_warps: gl.constexpr):
+                          num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1):
     """C = scale(A @ W^T), persistent: one producer warp and two consumer warp groups of 4 warps
     (the default partition, ``num_warps`` = 4, and a worker), each on alternate units of work;
     the rest as in ``gluon_ws_kernel``."""
@@ -513,19 +539,22 @@ def gluon_pingpong_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, part
     gl.warp_specialize([
         (_pingpong_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
                               partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
-                              PRECISE, SPLIT, 0)),
+                              PRECISE, SPLIT, 0, PROMOTE)),
         (_pingpong_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
                               partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, ROW_A, ROW_B,
-                              PRECISE, SPLIT, 1)),
+                              PRECISE, SPLIT, 1, PROMOTE)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, 1)),
     ], PINGPONG_WORKERS, [232, 24])
 
 
 # ---- configurations --------------------------------------------------------------------------------
 
-def make_gluon_config(kind, bm, bn, bk, stages, group_m=8, warps=4, split=False, store_n=None):
+def make_gluon_config(kind, bm, bn, bk, stages, group_m=8, warps=4, split=False, store_n=None, promote=None):
+    """PROMOTE, the K steps between two promotions with precise accumulation, is by default the
+    steps of 128 values of K (cuBLAS's interval, chapter 10)."""
     return triton.Config({"KIND": kind, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m,
-                          "SPLIT": split, "STORE_N": bn if store_n is None else store_n},
+                          "SPLIT": split, "STORE_N": bn if store_n is None else store_n,
+                          "PROMOTE": max(1, 128 // bk) if promote is None else promote},
                          num_warps=warps, num_stages=stages)
 
 
@@ -549,6 +578,15 @@ GLUON_CONFIGS = [make_gluon_config("cooperative", 128, 256, 128, 3, group_m=16, 
                  make_gluon_config("cooperative", 128, 256, 128, 4, group_m=16, warps=8, store_n=64, split=True),
                  make_gluon_config("cooperative", 128, 128, 128, 6, split=True),
                  make_gluon_config("stacked", 192, 128, 128, 4, split=True)]
+# With precise accumulation each consumer group holds two accumulators (the tensor cores' sum and
+# the float32 total): at most 64 x 128 of each per warp group fits beside the rest (the registers of
+# gluon_maxnreg). Candidates, until measured on the H200.
+GLUON_PRECISE_CONFIGS = [make_gluon_config("cooperative", 128, 128, 128, 6, warps=8),
+                         make_gluon_config("cooperative", 128, 128, 128, 6, group_m=16, warps=8),
+                         make_gluon_config("cooperative", 128, 128, 64, 10, warps=8),
+                         make_gluon_config("cooperative", 128, 128, 128, 6, warps=8, split=True),
+                         make_gluon_config("stacked", 192, 128, 128, 4),
+                         make_gluon_config("stacked", 192, 128, 128, 4, split=True)]
 GLUON_KERNELS = {"cooperative": gluon_ws_kernel, "pingpong": gluon_pingpong_kernel, "stacked": gluon_stacked_kernel}
 # Consumer groups stacked along M in each tile (each its own partition, BLOCK_M // groups rows); the
 # warps of the partitions beside the default one; and those warps counted in whole warp groups, as
@@ -557,7 +595,7 @@ GLUON_GROUPS = {"cooperative": 1, "pingpong": 1, "stacked": STACKED_GROUPS.value
 GLUON_WORKERS = {"cooperative": COOPERATIVE_WORKERS.value, "pingpong": PINGPONG_WORKERS.value,
                  "stacked": STACKED_WORKERS.value}
 _OTHER_WARPS = {kind: sum(-(-w // 4) * 4 for w in workers) for kind, workers in GLUON_WORKERS.items()}
-_KEYS = WS_KEYS | {"KIND", "SPLIT", "STORE_N"}
+_KEYS = WS_KEYS | {"KIND", "SPLIT", "STORE_N", "PROMOTE"}
 
 
 def gluon_config(**wanted) -> triton.Config:
@@ -628,6 +666,8 @@ def gluon_refuses(config: triton.Config, out_bytes: int = 2) -> str | None:
                      triton.Config({**k, "BLOCK_M": 16}, num_warps=config.num_warps, num_stages=config.num_stages))
     except (TypeError, ValueError) as e:
         return str(e)
+    if isinstance(k["PROMOTE"], bool) or not isinstance(k["PROMOTE"], int) or k["PROMOTE"] < 1:
+        return f"PROMOTE, the K steps between two promotions, must be a positive int, got {k['PROMOTE']!r}"
     if k["STORE_N"] not in [k["BLOCK_N"] // parts for parts in (1, 2, 4)] or isinstance(k["STORE_N"], bool):
         return (f"STORE_N, the columns of each store of the output, must be BLOCK_N ({k['BLOCK_N']!r}), "
                 f"a half or a quarter of it; got {k['STORE_N']!r}")
@@ -729,7 +769,7 @@ def _run(ops: Operands, out: torch.Tensor, flags: dict, cfg: triton.Config, num_
     grid = (min(num_sms, whole + rest * pieces),)
     compiled = (kernels or GLUON_KERNELS)[k["KIND"]][grid](
         *descriptors, *scales, partials, arrivals, M, N, K, whole, pieces, k["GROUP_M"], cfg.num_stages,
-        **flags, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, maxnreg=gluon_maxnreg(cfg))
+        **flags, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, PROMOTE=k["PROMOTE"], maxnreg=gluon_maxnreg(cfg))
     return compiled, dict(whole=whole, pieces=pieces, grid=grid, slots=slots, counters=counters)
 
 
@@ -776,7 +816,8 @@ def choose_gluon_config(ops: Operands, out: torch.Tensor, flags: dict, num_sms: 
     M, N, K = ops.M, ops.N, ops.K
     key = (M, N, K, *flags.values(), num_sms, ops.a.dtype, out.dtype)
     if key not in CHOICES:
-        candidates = [fit_gluon_config(c, out.element_size()) for c in GLUON_CONFIGS]
+        configs = GLUON_PRECISE_CONFIGS if flags["PRECISE"] else GLUON_CONFIGS
+        candidates = [fit_gluon_config(c, out.element_size()) for c in configs]
         # a SPLIT configuration whose plan cuts no tile is its plain one: not timed twice
         candidates = [c for c in candidates if gluon_refuses(c, out.element_size()) is None
                       and (not c.kwargs["SPLIT"] or gluon_plan(c, M, N, K, num_sms)[1] > 1)]
@@ -809,7 +850,8 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
         a_desc=(list(ops.a.shape), list(ops.a.stride())), b_desc=(list(w.shape), list(w.stride())),
         c_desc=(list(out.shape), list(out.stride()))))
     fixed = dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=shape["whole"], PIECES=shape["pieces"],
-                 GROUP_M=k["GROUP_M"], STAGES=cfg.num_stages, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, **flags)
+                 GROUP_M=k["GROUP_M"], STAGES=cfg.num_stages, SPLIT=k["SPLIT"], num_warps=cfg.num_warps,
+                 PROMOTE=k["PROMOTE"], **flags)
     tensors = ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr"]
     if shape["pieces"] == 1:  # unsplit: the workspace is never touched, and its pointers are none
         launch = kernel.launcher(shape["grid"], dict(fixed, partials_ptr=0, arrivals_ptr=0), tensors)

@@ -86,7 +86,7 @@ def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "
     signature.update(scale_a_ptr="*fp32", scale_b_ptr="*fp32", partials_ptr="*fp32", arrivals_ptr="*i32",
                      M="i32", N="i32", K="i32", WHOLE_TILES="i32", PIECES="i32")
     values = dict(GROUP_M=k["GROUP_M"], STAGES=config.num_stages, **flags, SPLIT=k["SPLIT"],
-                  num_warps=config.num_warps)
+                  num_warps=config.num_warps, PROMOTE=k["PROMOTE"])
     signature.update({name: "constexpr" for name in values})
     attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names) if name.endswith("_ptr")}
     source = GluonASTSource(fn=kernel, signature=signature, constexprs=values, attrs=attrs)

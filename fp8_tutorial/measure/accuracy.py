@@ -1,0 +1,111 @@
+"""What accumulation costs in accuracy: error against float64 as K grows, for each way of summing
+(chapter 10), and a probe of how many bits the tensor cores' running sum keeps.
+
+Every method here writes a float32 output, so that the rounding of a bf16 output (about 2^-9 of
+each value) does not hide the differences between them.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .._env import DEVICE
+from ..checks import reference_mm, rel_error
+from ..gemm import check_operands, scaled_mm
+from ..kernels.accumulation import INTERVALS, launch_interval
+from ..quant import quantize
+
+# The inputs: "random", standard normal values; "skewed", values of mixed magnitude (a normal
+# value times a power of two from 2^-4 to 2^3) and mostly of one sign (nine in ten positive), so
+# that a dot product grows with K and each new product is small beside the running sum: where a
+# short accumulator loses the most.
+KINDS = ("random", "skewed")
+
+
+def study_inputs(kind: str, M: int, K: int, N: int, recipe: str, gen: torch.Generator, device=None):
+    """Quantized operands ``(a, b, scale_a, scale_b)`` of one kind (``KINDS``) and recipe ("tensor"
+    or "row"), drawn on the CPU from ``gen`` (so that a seed gives the same values anywhere)."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    device = DEVICE if device is None else device
+
+    def draw(rows):
+        x = torch.randn(rows, K, generator=gen)
+        if kind == "skewed":
+            sign = torch.where(torch.rand(rows, K, generator=gen) < 0.9, 1.0, -1.0)
+            x = sign * x.abs() * torch.exp2(torch.randint(-4, 4, (rows, K), generator=gen).float())
+        return x.to(device)
+
+    a, sa = quantize(draw(M), recipe)
+    w, sw = quantize(draw(N), recipe)
+    return a, w.t(), sa, sw.t()
+
+
+# The package's kernel that the study times: the Gluon kernels on a Hopper GPU (what "auto" takes
+# on large problems), else whatever "auto" takes.
+PACKAGE_KERNEL = "gluon" if DEVICE.type == "cuda" and torch.cuda.get_device_capability()[0] == 9 else "auto"
+
+
+def methods(include_package: bool = True) -> dict:
+    """The ways of summing that chapter 10 compares, by name: each takes (a, b, scale_a, scale_b)
+    and returns the float32 product. ``interval_kernel`` with each promotion interval and without
+    promotion; cuBLAS (``torch._scaled_mm``) fast and precise, on a GPU; and the package's
+    ``scaled_mm``, fast and precise, with ``PACKAGE_KERNEL``."""
+    def interval(every):
+        def run(a, b, sa, sb):
+            out = torch.empty((a.shape[0], b.shape[1]), dtype=torch.float32, device=a.device)
+            return launch_interval(check_operands(a, b, sa, sb), out, every)
+        return run
+
+    found = {"fast (never promoted)": interval(None)}
+    found.update({f"promoted every {n}": interval(n) for n in INTERVALS})
+    if DEVICE.type == "cuda":
+        for mode, fast in (("fast", True), ("precise", False)):
+            found[f"cuBLAS {mode}"] = (lambda fast: lambda a, b, sa, sb: torch._scaled_mm(
+                a, b, sa, sb, out_dtype=torch.float32, use_fast_accum=fast))(fast)
+    if include_package:
+        for mode, precise in (("fast", False), ("precise", True)):
+            found[f"scaled_mm {mode}"] = (lambda precise: lambda a, b, sa, sb: scaled_mm(
+                a, b, sa, sb, out_dtype=torch.float32, kernel=PACKAGE_KERNEL, precise=precise))(precise)
+    return found
+
+
+def error_vs_k(Ks, kinds=KINDS, recipes=("tensor", "row"), M: int = 256, N: int = 256, seed: int = 0,
+               chosen: dict | None = None, progress: bool = False) -> list[dict]:
+    """Relative error against float64 of each method (``methods()``, or ``chosen``) at each K, on
+    the same inputs for all of them: one record per (kind, recipe, K, method)."""
+    chosen = methods() if chosen is None else chosen
+    records = []
+    for kind in kinds:
+        for recipe in recipes:
+            for K in Ks:
+                gen = torch.Generator().manual_seed(seed + K)
+                a, b, sa, sb = study_inputs(kind, M, K, N, recipe, gen)
+                ref = reference_mm(a, b, sa, sb)
+                for name, run in chosen.items():
+                    records.append(dict(kind=kind, recipe=recipe, K=K, M=M, N=N, method=name,
+                                        rel_error=rel_error(run(a, b, sa, sb), ref)))
+                if progress:
+                    print(f"  {kind:<7} {recipe:<6} K={K:>6}: done", flush=True)
+    return records
+
+
+def probe(run, shifts=range(0, 19), K: int = 128, rows: int = 64) -> list[dict]:
+    """How far below the running sum a product still counts. Row i of A is one 1 followed by
+    K - 1 copies of 2^-j (j = ``shifts``, a product of two e4m3 values, the smallest 2^-9 each), B all ones; the exact
+    sum is 1 + (K - 1) 2^-j. Each record gives the fraction of the small products' total that
+    ``run`` (a, b, scale_a, scale_b -> float32) kept: 1 where all count, 0 where all are lost."""
+    out = []
+    for j in shifts:
+        x_exp, w_exp = -(j // 2), -(j - j // 2)  # 2^-j as 2^x_exp * 2^w_exp, both e4m3 values (>= 2^-9)
+        a = torch.full((rows, K), 2.0 ** x_exp, device=DEVICE)
+        a[:, 0] = 1.0
+        w = torch.full((rows, K), 2.0 ** w_exp, device=DEVICE)
+        w[:, 0] = 1.0
+        one = torch.ones((), device=DEVICE)
+        a8, w8 = a.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn)
+        got = run(a8, w8.t(), one, one).double()
+        small = (K - 1) * 2.0 ** -j
+        kept = ((got - 1.0) / small).median().item()
+        out.append(dict(shift=j, K=K, kept=kept))
+    return out
