@@ -109,3 +109,36 @@ def probe(run, shifts=range(0, 19), K: int = 128, rows: int = 64) -> list[dict]:
         kept = ((got - 1.0) / small).median().item()
         out.append(dict(shift=j, K=K, kept=kept))
     return out
+
+
+def promotion_costs(M: int, K: int, N: int, recipe: str, configs=None, reps: int = 20) -> list[dict]:
+    """What promoting costs, on one problem: each precise Gluon configuration (``configs``, default
+    ``ws_gluon.GLUON_PRECISE_CONFIGS``) with its promotion written out ("explicit", the package's),
+    left to the compiler ("compiler", ``kernels.ablation.compiler_promotion``) and with fast
+    accumulation ("fast"), and cuBLAS precise and fast, timed together (``bench.benchmark``) and
+    each checked against float64. Records carry TFLOP/s, ``ratio`` to cuBLAS precise and the error."""
+    from ..kernels import ablation, ws_gluon
+    from ..kernels.host import describe_config
+    from . import bench
+    from .contenders import make_problem
+
+    p = make_problem(M, K, N, recipe, device="cuda")
+    ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
+    fns = {}
+    for mode, fast in (("fast", True), ("precise", False)):
+        fns[("cuBLAS", mode)] = (lambda fast: lambda: torch._scaled_mm(
+            p.a, p.b, p.scale_a, p.scale_b, out_dtype=torch.bfloat16, use_fast_accum=fast))(fast)
+    for c in ws_gluon.GLUON_PRECISE_CONFIGS if configs is None else configs:
+        c = ws_gluon.fit_gluon_config(c, 2)
+        if ws_gluon.gluon_refuses(c, 2) or (c.kwargs["SPLIT"] and ws_gluon.gluon_plan(c, M, N, K, 132)[1] == 1):
+            continue
+        for mode, precise, kernels in (("explicit", True, None), ("compiler", True, ablation.compiler_promotion),
+                                       ("fast", False, None)):
+            out = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
+            fns[(describe_config(c), mode)] = (lambda c, precise, kernels, out: lambda: (
+                ws_gluon.launch_gluon(ops, out, precise, config=c, kernels=kernels), out)[1])(c, precise, kernels, out)
+    errors = {key: rel_error(fn(), p.reference) for key, fn in fns.items()}
+    timed = bench.benchmark({f"{k[0]} / {k[1]}": fn for k, fn in fns.items()}, flops=p.flops, reps=reps)
+    base = timed["cuBLAS / precise"].tflops
+    return [dict(shape=p.shape, recipe=recipe, config=k[0], mode=k[1], tflops=timed[f"{k[0]} / {k[1]}"].tflops,
+                 ratio=timed[f"{k[0]} / {k[1]}"].tflops / base, rel_error=errors[k]) for k in fns]
