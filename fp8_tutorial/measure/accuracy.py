@@ -20,11 +20,15 @@ from ..quant import quantize
 # that a dot product grows with K and each new product is small beside the running sum: where a
 # short accumulator loses the most.
 KINDS = ("random", "skewed")
+QUANTIZATION = "FP8 quantization"
+RESULTS = "accumulation"  # results/accumulation_<gpu>.json
 
 
-def study_inputs(kind: str, M: int, K: int, N: int, recipe: str, gen: torch.Generator, device=None):
+def study_inputs(kind: str, M: int, K: int, N: int, recipe: str, gen: torch.Generator, device=None,
+                 unquantized: bool = False):
     """Quantized operands ``(a, b, scale_a, scale_b)`` of one kind (``KINDS``) and recipe ("tensor"
-    or "row"), drawn on the CPU from ``gen`` (so that a seed gives the same values anywhere)."""
+    or "row"), drawn on the CPU from ``gen`` (so that a seed gives the same values anywhere); with
+    ``unquantized``, also the float32 x (M, K) and w (N, K) they were quantized from."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     device = DEVICE if device is None else device
@@ -36,9 +40,10 @@ def study_inputs(kind: str, M: int, K: int, N: int, recipe: str, gen: torch.Gene
             x = sign * x.abs() * torch.exp2(torch.randint(-4, 4, (rows, K), generator=gen).float())
         return x.to(device)
 
-    a, sa = quantize(draw(M), recipe)
-    w, sw = quantize(draw(N), recipe)
-    return a, w.t(), sa, sw.t()
+    x, w = draw(M), draw(N)
+    a, sa = quantize(x, recipe)
+    wq, sw = quantize(w, recipe)
+    return (a, wq.t(), sa, sw.t()) + ((x, w) if unquantized else ())
 
 
 # The package's kernel that the study times: the Gluon kernels on a Hopper GPU (what "auto" takes
@@ -73,15 +78,19 @@ def methods(include_package: bool = True) -> dict:
 def error_vs_k(Ks, kinds=KINDS, recipes=("tensor", "row"), M: int = 256, N: int = 256, seed: int = 0,
                chosen: dict | None = None, progress: bool = False) -> list[dict]:
     """Relative error against float64 of each method (``methods()``, or ``chosen``) at each K, on
-    the same inputs for all of them: one record per (kind, recipe, K, method)."""
+    the same inputs for all of them: one record per (kind, recipe, K, method), and one with the
+    method "FP8 quantization": the error of the exact product of the quantized inputs against the
+    exact product of the unquantized ones, the price of FP8 itself, for scale."""
     chosen = methods() if chosen is None else chosen
     records = []
     for kind in kinds:
         for recipe in recipes:
             for K in Ks:
                 gen = torch.Generator().manual_seed(seed + K)
-                a, b, sa, sb = study_inputs(kind, M, K, N, recipe, gen)
+                a, b, sa, sb, x, w = study_inputs(kind, M, K, N, recipe, gen, unquantized=True)
                 ref = reference_mm(a, b, sa, sb)
+                records.append(dict(kind=kind, recipe=recipe, K=K, M=M, N=N, method=QUANTIZATION,
+                                    rel_error=rel_error(ref, x.double() @ w.double().t())))
                 for name, run in chosen.items():
                     records.append(dict(kind=kind, recipe=recipe, K=K, M=M, N=N, method=name,
                                         rel_error=rel_error(run(a, b, sa, sb), ref)))
@@ -142,3 +151,108 @@ def promotion_costs(M: int, K: int, N: int, recipe: str, configs=None, reps: int
     base = timed["cuBLAS / precise"].tflops
     return [dict(shape=p.shape, recipe=recipe, config=k[0], mode=k[1], tflops=timed[f"{k[0]} / {k[1]}"].tflops,
                  ratio=timed[f"{k[0]} / {k[1]}"].tflops / base, rel_error=errors[k]) for k in fns]
+
+
+# ---- measured here, or recorded on the H200 ------------------------------------------------------
+
+def _recorded(name: str) -> dict:
+    from . import results
+    return results.load(name)
+
+
+def study_or_load(Ks, M: int = 256, N: int = 256, interpreter_Ks=(64, 200), progress: bool = False):
+    """Chapter 10's error study and where it comes from. On a GPU: measured now (``error_vs_k`` and
+    ``probe`` of every method) and saved to ``results/accumulation_<gpu>.json``. Elsewhere: the
+    H200's records, and a run of the same code in the interpreter on a few small problems (whose
+    sums are exact, so every method agrees there), returned as ``(data, where, live)``."""
+    from .. import environment
+    from . import results
+
+    if DEVICE.type == "cuda":
+        runs = methods()
+        data = dict(environment=environment().as_dict(), records=error_vs_k(Ks, M=M, N=N, progress=progress),
+                    probe={name: probe(run) for name, run in runs.items()})
+        path = results.save(RESULTS, data["records"], probe=data["probe"])
+        return data, f"measured now, saved to results/{path.name}", data["records"]
+    saved = _recorded(RESULTS)
+    live = error_vs_k(list(interpreter_Ks), M=16, N=16)
+    return saved, "recorded on " + results.provenance(saved), live
+
+
+def costs_or_load(shapes, reps: int = 20):
+    """``promotion_costs`` on each shape and recipe: measured now on a Hopper GPU (and saved to
+    ``results/precise_<gpu>.json``), else the H200's records. Returns (records, where)."""
+    from . import results
+
+    if DEVICE.type == "cuda" and torch.cuda.get_device_capability()[0] == 9:
+        rows = [r for M, K, N in shapes for recipe in ("tensor", "row")
+                for r in promotion_costs(M, K, N, recipe, reps=reps)]
+        path = results.save("precise", rows)
+        return rows, f"measured now, saved to results/{path.name}"
+    saved = _recorded("precise")
+    return saved["records"], "recorded on " + results.provenance(saved)
+
+
+# ---- tables ----------------------------------------------------------------------------------------
+
+def interval_table(records, kind: str, recipe: str, Ks=None) -> str:
+    """Markdown: relative error of each method (rows) at each K (columns), for one input kind and
+    recipe, FP8 quantization's own error first."""
+    mine = [r for r in records if r["kind"] == kind and r["recipe"] == recipe]
+    Ks = sorted({r["K"] for r in mine}) if Ks is None else Ks
+    names = list(dict.fromkeys(r["method"] for r in mine))
+    names = [QUANTIZATION] + [n for n in names if n != QUANTIZATION]
+    found = {(r["method"], r["K"]): r["rel_error"] for r in mine}
+    lines = ["| " + " | ".join(["rel. error, K ="] + [str(K) for K in Ks]) + " |",
+             "|---|" + "---:|" * len(Ks)]
+    for n in names:
+        lines.append(f"| {n} | " + " | ".join(f"{found[(n, K)]:.1e}" if (n, K) in found else "" for K in Ks) + " |")
+    return "\n".join(lines)
+
+
+def closest_interval(records, method: str = "cuBLAS precise") -> dict:
+    """For each (kind, recipe): the promotion interval whose errors are nearest ``method``'s over
+    every K (the largest ratio between the two, either way, smallest), with that ratio."""
+    found = {}
+    for kind, recipe in sorted({(r["kind"], r["recipe"]) for r in records}):
+        mine = [r for r in records if r["kind"] == kind and r["recipe"] == recipe]
+        theirs = {r["K"]: r["rel_error"] for r in mine if r["method"] == method}
+        if not theirs:
+            continue
+        best = None
+        for n in INTERVALS:
+            ours = {r["K"]: r["rel_error"] for r in mine if r["method"] == f"promoted every {n}"}
+            worst = max(max(ours[K] / theirs[K], theirs[K] / ours[K]) for K in theirs)
+            if best is None or worst < best[1]:
+                best = (n, worst)
+        found[(kind, recipe)] = best
+    return found
+
+
+def costs_table(rows) -> str:
+    """Markdown: per reference cell and recipe, cuBLAS precise in TFLOP/s, and as x cuBLAS precise:
+    cuBLAS fast, the best precise Gluon configuration with its promotion written out and left to
+    the compiler, and the best of the same configurations with fast accumulation."""
+    def best(mine, mode):
+        return max((r for r in mine if r["mode"] == mode and r["config"] != "cuBLAS"), key=lambda r: r["tflops"])
+
+    lines = ["| M x K x N | recipe | cuBLAS precise, TFLOP/s | cuBLAS fast | explicit promotion | "
+             "compiler's promotion | same configurations, fast |", "|---|---|---:|---:|---:|---:|---:|"]
+    for shape, recipe in dict.fromkeys((r["shape"], r["recipe"]) for r in rows):
+        mine = [r for r in rows if r["shape"] == shape and r["recipe"] == recipe]
+        base = next(r for r in mine if r["config"] == "cuBLAS" and r["mode"] == "precise")
+        fast = next(r for r in mine if r["config"] == "cuBLAS" and r["mode"] == "fast")
+        lines.append(f"| {shape} | {recipe} | {base['tflops']:.0f} | {fast['ratio']:.2f}x | "
+                     + " | ".join(f"{best(mine, m)['ratio']:.2f}x" for m in ("explicit", "compiler", "fast")) + " |")
+    return "\n".join(lines)
+
+
+def gmeans(rows) -> dict:
+    """Geometric mean over the cells of the best ratio to cuBLAS precise, per mode."""
+    out = {}
+    cells = list(dict.fromkeys((r["shape"], r["recipe"]) for r in rows))
+    for mode in ("explicit", "compiler", "fast"):
+        ratios = [max(r["ratio"] for r in rows if (r["shape"], r["recipe"]) == c and r["mode"] == mode
+                      and r["config"] != "cuBLAS") for c in cells]
+        out[mode] = (torch.tensor(ratios).log().mean().exp().item(), min(ratios))
+    return out
