@@ -609,3 +609,54 @@ def a95_step_cost(curves: dict, M: int = 512, K: int = 12288):
     fig.suptitle(f"{M} x {K} x N, per tensor, fast accumulation: whole tiles, one per SM", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+# ---- chapter 10: accumulation precision -------------------------------------------------------------
+
+ACCUMULATION_STYLES = {"FP8 quantization": dict(color="0.6", linestyle=":", linewidth=2),
+                       "fast (never promoted)": dict(color="tab:red"),
+                       "cuBLAS fast": dict(color="tab:red", linestyle="--", marker="x"),
+                       "promoted every 32": dict(color="tab:purple"),
+                       "promoted every 128": dict(color="tab:blue"),
+                       "promoted every 256": dict(color="tab:cyan"),
+                       "promoted every 512": dict(color="tab:olive"),
+                       "promoted every 1024": dict(color="tab:brown"),
+                       "cuBLAS precise": dict(color="black", linestyle="--", marker="+", markersize=9),
+                       "scaled_mm fast": dict(color="tab:orange", linestyle="-.", marker="."),
+                       "scaled_mm precise": dict(color="tab:green", linestyle="-.", marker=".")}
+
+
+def error_vs_k(records: list, recipe: str, label: str):
+    """Relative error against float64 against K, one line per way of summing (chapter 10's
+    ``accuracy.error_vs_k`` records), a panel per kind of input, for one recipe."""
+    plt = _plt()
+    kinds = list(dict.fromkeys(r["kind"] for r in records))
+    fig, axes = plt.subplots(1, len(kinds), figsize=(WIDTH, 4.2), sharey=True, squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        mine = [r for r in records if r["kind"] == kind and r["recipe"] == recipe]
+        for method in dict.fromkeys(r["method"] for r in mine):
+            pts = sorted((r["K"], r["rel_error"]) for r in mine if r["method"] == method)
+            ax.plot([k for k, _ in pts], [e for _, e in pts], label=method,
+                    **ACCUMULATION_STYLES.get(method, {}))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        finish(ax, f"{kind} inputs", "K", "relative error vs float64", grid="both", legend=False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    fig.suptitle(f"Error of each way of summing, {recipe} scales ({label})", fontsize=10)
+    fig.tight_layout(rect=(0, 0.17, 1, 1))
+    return fig
+
+
+def probe_bits(probes: dict, label: str, methods=None):
+    """The fraction of the small products that a sum kept (chapter 10's ``accuracy.probe``), against
+    how far below the first product they are (2^-j), one line per way of summing."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(WIDTH, 3.6))
+    for name in methods or probes:
+        pts = probes[name]
+        ax.plot([p["shift"] for p in pts], [p["kept"] for p in pts], label=name, **ACCUMULATION_STYLES.get(name, {}))
+    finish(ax, f"What a sum of one 1 and 127 products of 2^-j keeps ({label})",
+           "j: the small products are 2^-j of the first", "fraction of the small products kept",
+           grid="both", legend=dict(fontsize=8, loc="lower left"))
+    return fig
