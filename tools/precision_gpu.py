@@ -77,6 +77,18 @@ def board(reps=30):
         print(f"board {shape}: {time.time() - t:.0f} s", flush=True)
 
 
+def merge_board():
+    """Merge ``$OUT/h200_precise.json`` into ``results/h200.json`` if it holds every shape."""
+    from fp8_tutorial.measure import results, scoreboard
+    part = scoreboard.load(os.path.join(OUT, "h200_precise.json"))
+    if {r["shape"] for r in part["records"]} != {C.shape_name(*s) for s in SHAPES}:
+        print("board incomplete: not merged")
+        return
+    target = results.RESULTS / "h200.json"
+    scoreboard.save(scoreboard.merge(scoreboard.load(target), part), target)
+    print("board merged into", target)
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     what = sys.argv[1:] or ["study", "sweep", "board"]
@@ -89,14 +101,3 @@ if __name__ == "__main__":
     if "merge" in what:
         merge_board()
 
-
-def merge_board():
-    """Merge ``$OUT/h200_precise.json`` into ``results/h200.json`` if it holds every shape."""
-    from fp8_tutorial.measure import results, scoreboard
-    part = scoreboard.load(os.path.join(OUT, "h200_precise.json"))
-    if {r["shape"] for r in part["records"]} != {C.shape_name(*s) for s in SHAPES}:
-        print("board incomplete: not merged")
-        return
-    target = results.RESULTS / "h200.json"
-    scoreboard.save(scoreboard.merge(scoreboard.load(target), part), target)
-    print("board merged into", target)
