@@ -40,10 +40,10 @@ up all of them, in piece order, scales the sum and stores it (``add_up_pieces``)
 time, so that what it holds beside the accumulator is small. One launch
 does the whole product: on the host a split plan costs what an unsplit one does.
 
-With PRECISE the compiler adds each block's product into the float32 accumulator right after its
-``wgmma``, so the ``wgmma`` are waited for one by one, and with 128 x 256 tiles, or within the
-stacked kernel's 128 registers, the two accumulators spill some registers: ``launch_gluon`` times
-every configuration and keeps the fastest.
+With PRECISE a consumer promotes the tensor cores' sum itself (``promoted_tile``): it waits for
+each K step's ``wgmma`` and adds its sum into a float32 total, the interval cuBLAS uses (chapter
+10). Two accumulators take twice the registers, so precise problems are timed over configurations
+of their own (``GLUON_PRECISE_CONFIGS``), with 64 x 128 per consumer group.
 
 Gluon kernels run only on a GPU: Triton's interpreter cannot run them (``gluon_takes``). The
 configurations, what they refuse and the launcher follow the kernels.
