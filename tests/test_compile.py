@@ -122,7 +122,7 @@ def test_compiled_code_is_what_the_kernels_say(compiled_kernels):
             # the promotion written out keeps the wgmma asynchronous: ptxas neither serializes them
             # nor injects a wait of its own (C7515, C7517)
             assert not [n for n in r["notes"] if n.startswith(("C7515", "C7517"))], (what, r["notes"])
-            if r["config"].startswith("cooperative"):
+            if not r["config"].startswith("stacked"):  # the stacked kernel has 128 registers a thread
                 assert r["spills"] == 0, (what, r["registers"], r["spills"])
         if r["kernel"] == "gluon":  # the partitions gemm counts (for gluon_maxnreg) are the ones compiled
             assert (r["worker_warps"], r["threads"]) == (r["expected_worker_warps"], r["expected_threads"]), what

@@ -241,7 +241,8 @@ GLUON_SHAPES = [(1, 16, 8), (97, 256, 136), (1000, 1040, 1000), (300, 4096, 520)
 def test_gluon_kernels_match_float64(kind, gen, device):
     """Each recipe on its own side, fast and precise, bf16 and float32 outputs, with one tile per
     program and with many (3 "SMs": the ping-pong groups take turns, the ring wraps around)."""
-    configs = [c for c in ws_gluon.GLUON_CONFIGS if c.kwargs["KIND"] == kind]
+    configs = [c for c in ws_gluon.GLUON_CONFIGS + ws_gluon.GLUON_PRECISE_CONFIGS if c.kwargs["KIND"] == kind]
+    assert configs, f"no configuration of the {kind} kernel is checked"
     for (M, K, N), recipes in zip(GLUON_SHAPES, [("tensor", "tensor"), ("row", "tensor"), ("tensor", "row"),
                                                  ("row", "row"), ("row", "row")]):
         a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
@@ -1133,6 +1134,28 @@ def test_gluon_plans_launch_every_configuration_directly(index, gen, device):
             fp8.scaled_mm(a, b, sa, sb, precise=precise, out=out)
             assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, precise), cfg
         plan = gemm.plan_of(a, b, sa, sb, precise=precise, out=out)
+        assert plan.kernel == "gluon" and plan.config is cfg
+        del ws_gluon.CHOICES[key]
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="the Gluon kernels need a Hopper GPU")
+@pytest.mark.parametrize("index", range(len(ws_gluon.GLUON_PRECISE_CONFIGS)))
+def test_precise_plans_launch_every_configuration_directly(index, gen, device):
+    """As the test above, for the configurations precise problems are timed over."""
+    M, K, N = 1000, 1040, 3000  # the split configuration cuts tiles here
+    cfg = ws_gluon.fit_gluon_config(ws_gluon.GLUON_PRECISE_CONFIGS[index], 2)
+    for recipes in [("tensor", "row"), ("row", "tensor")]:
+        a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+        key = (M, N, K, recipes[0] == "row", recipes[1] == "row", True, host.sm_count(a.device), a.dtype,
+               torch.bfloat16)
+        ws_gluon.CHOICES[key] = cfg
+        gemm.PLANS.clear()
+        for _ in range(3):
+            a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+            out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+            fp8.scaled_mm(a, b, sa, sb, precise=True, out=out)
+            assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, True), cfg
+        plan = gemm.plan_of(a, b, sa, sb, precise=True, out=out)
         assert plan.kernel == "gluon" and plan.config is cfg
         del ws_gluon.CHOICES[key]
 

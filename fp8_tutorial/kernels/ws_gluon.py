@@ -17,7 +17,7 @@ in the source:
   parts (C's descriptor block: a half or a quarter of BLOCK_N) through two buffers in turn: less
   shared memory for the output, so one more stage in the ring.
 
-Three kernels, three ways to use more than one consumer warp group:
+Four kernels, four ways to use more than one consumer warp group:
 
 - ``gluon_ws_kernel`` (cooperative): ``num_warps`` consumer warps (4 or 8: one or two warp groups)
   share each tile's rows, the form the compiler gives ``ws_kernel``;
@@ -27,6 +27,8 @@ Three kernels, three ways to use more than one consumer warp group:
   one warp is padded to a group), ptxas has 128 registers per thread for every partition
   (``setmaxnreg`` moves registers at run time, not at compile time), so each group's accumulator
   is 64 x 128;
+- ``gluon_paired_kernel``: the stacked kernel with two groups, 128-row tiles; 12 warps in warp
+  groups leave 168 registers a thread, room for precise accumulation's two accumulators;
 - ``gluon_pingpong_kernel``: two consumer warp groups, each on its own tiles (alternate ones), take
   turns through the one ring, so that one group's epilogue runs while the other's K loop does;
   ``turn`` barriers keep their K loops in order, and a group hands the turn on once it has issued
@@ -43,7 +45,8 @@ does the whole product: on the host a split plan costs what an unsplit one does.
 With PRECISE a consumer promotes the tensor cores' sum itself (``promoted_tile``): it waits for
 each K step's ``wgmma`` and adds its sum into a float32 total, the interval cuBLAS uses (chapter
 10). Two accumulators take twice the registers, so precise problems are timed over configurations
-of their own (``GLUON_PRECISE_CONFIGS``), with 64 x 128 per consumer group.
+of their own (``GLUON_PRECISE_CONFIGS``): the paired kernel's, 64 x 128 per consumer group, each
+group waiting and adding on its own while the other's ``wgmma`` run.
 
 Gluon kernels run only on a GPU: Triton's interpreter cannot run them (``gluon_takes``). The
 configurations, what they refuse and the launcher follow the kernels.
@@ -72,6 +75,8 @@ COOPERATIVE_WORKERS = gl.constexpr([1])  # the producer
 PINGPONG_WORKERS = gl.constexpr([4, 1])  # the second consumer group, the producer
 STACKED_WORKERS = gl.constexpr([4, 4, 1])  # the second and third consumer groups, the producer
 STACKED_GROUPS = gl.constexpr(3)  # gluon_stacked_kernel's consumer groups, one partition each
+PAIRED_WORKERS = gl.constexpr([4, 1])  # the second consumer group, the producer
+PAIRED_GROUPS = gl.constexpr(2)  # gluon_paired_kernel's consumer groups, one partition each
 
 
 @gluon.jit
@@ -492,6 +497,30 @@ def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, parti
     ], STACKED_WORKERS, [128, 128, 24])
 
 
+@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
+def gluon_paired_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
+                        WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
+                        ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
+                        num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1):
+    """``gluon_stacked_kernel`` with two consumer groups: tiles of 2 x 64 = 128 rows, and 12 warps
+    in warp groups, so 168 registers a thread, room for precise accumulation's two accumulators.
+    The cooperative kernel's 8 consumer warps hold the same tile, but as one partition: its two
+    warp groups wait for their ``wgmma`` and promote together; here each group does on its own."""
+    gl.static_assert(num_warps == 4, "each consumer group of the paired kernel is one warp group")
+    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, PAIRED_GROUPS)
+    c_bufs = allocate_outputs(c_desc, b_desc, PAIRED_GROUPS)
+    gl.warp_specialize([
+        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
+                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                                 ROW_A, ROW_B, PRECISE, SPLIT, 0, PAIRED_GROUPS, 4, PROMOTE)),
+        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
+                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                                 ROW_A, ROW_B, PRECISE, SPLIT, 1, PAIRED_GROUPS, 4, PROMOTE)),
+        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                     PAIRED_GROUPS)),
+    ], PAIRED_WORKERS, [168, 24])
+
+
 @gluon.jit
 def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
                        partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
@@ -579,22 +608,23 @@ GLUON_CONFIGS = [make_gluon_config("cooperative", 128, 256, 128, 3, group_m=16, 
                  make_gluon_config("cooperative", 128, 128, 128, 6, split=True),
                  make_gluon_config("stacked", 192, 128, 128, 4, split=True)]
 # With precise accumulation each consumer group holds two accumulators (the tensor cores' sum and
-# the float32 total): 64 x 128 of each per warp group fit beside the rest (gluon_maxnreg's
-# registers); the stacked kernel's spill a little. PROMOTE is 1 (128 values of K): chapter 10
-# measures that cuBLAS's precise error is that interval's, and a longer one's is larger.
-GLUON_PRECISE_CONFIGS = [make_gluon_config("stacked", 192, 128, 128, 4),
-                         make_gluon_config("stacked", 192, 128, 128, 4, group_m=16),
-                         make_gluon_config("stacked", 192, 128, 128, 4, split=True),
-                         make_gluon_config("cooperative", 128, 128, 128, 6, warps=8),
-                         make_gluon_config("cooperative", 128, 128, 128, 6, group_m=16, warps=8),
-                         make_gluon_config("cooperative", 128, 128, 128, 6, warps=8, split=True)]
-GLUON_KERNELS = {"cooperative": gluon_ws_kernel, "pingpong": gluon_pingpong_kernel, "stacked": gluon_stacked_kernel}
+# the float32 total): 64 x 128 of each per warp group fit in the paired kernel's 168 registers (the
+# stacked kernel's 128 spill). PROMOTE is 1 (128 values of K): chapter 10 measures that cuBLAS's
+# precise error is that interval's, and a longer one's is larger. From a sweep of ways to hide the
+# promotion on the 18 reference cells on the H200 (chapter 10): the paired kernel was the fastest
+# on 16, the stacked one on the other two, by at most 3%.
+GLUON_PRECISE_CONFIGS = [make_gluon_config("paired", 128, 128, 128, 5),
+                         make_gluon_config("paired", 128, 128, 128, 5, group_m=16),
+                         make_gluon_config("paired", 128, 128, 128, 5, group_m=16, split=True),
+                         make_gluon_config("stacked", 192, 128, 128, 4, group_m=16)]
+GLUON_KERNELS = {"cooperative": gluon_ws_kernel, "pingpong": gluon_pingpong_kernel, "stacked": gluon_stacked_kernel,
+                 "paired": gluon_paired_kernel}
 # Consumer groups stacked along M in each tile (each its own partition, BLOCK_M // groups rows); the
 # warps of the partitions beside the default one; and those warps counted in whole warp groups, as
 # the registers are: the producer's warp is padded to a warp group.
-GLUON_GROUPS = {"cooperative": 1, "pingpong": 1, "stacked": STACKED_GROUPS.value}
+GLUON_GROUPS = {"cooperative": 1, "pingpong": 1, "stacked": STACKED_GROUPS.value, "paired": PAIRED_GROUPS.value}
 GLUON_WORKERS = {"cooperative": COOPERATIVE_WORKERS.value, "pingpong": PINGPONG_WORKERS.value,
-                 "stacked": STACKED_WORKERS.value}
+                 "stacked": STACKED_WORKERS.value, "paired": PAIRED_WORKERS.value}
 _OTHER_WARPS = {kind: sum(-(-w // 4) * 4 for w in workers) for kind, workers in GLUON_WORKERS.items()}
 _KEYS = WS_KEYS | {"KIND", "SPLIT", "STORE_N", "PROMOTE"}
 

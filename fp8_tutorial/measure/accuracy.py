@@ -256,3 +256,42 @@ def gmeans(rows) -> dict:
                       and r["config"] != "cuBLAS") for c in cells]
         out[mode] = (torch.tensor(ratios).log().mean().exp().item(), min(ratios))
     return out
+
+
+VARIANTS = "precise_variants"  # results/precise_variants_<gpu>.json: tools/precise_variants.py
+
+
+def variants_summary(records) -> list[dict]:
+    """Per way of hiding the promotion (``tools/precise_variants.py``'s families; a family's split
+    and unsplit configurations count as one, the better on each cell): the geometric mean and the
+    lowest of its ratio to cuBLAS precise over the cells, how many cells it was the fastest of the
+    Gluon kernels on, and its largest relative error. In the order the records first name them."""
+    cells = list(dict.fromkeys((r["shape"], r["recipe"]) for r in records))
+    families = [f for f in dict.fromkeys(r["variant"] for r in records) if not f.startswith("cuBLAS")]
+
+    def best(family, cell):
+        return max(r["ratio"] for r in records if r["variant"] == family and (r["shape"], r["recipe"]) == cell)
+    ratios = {f: [best(f, c) for c in cells] for f in families}
+    wins = [max(families, key=lambda f: ratios[f][i]) for i in range(len(cells))]
+    return [dict(variant=f, gmean=torch.tensor(ratios[f]).log().mean().exp().item(), lowest=min(ratios[f]),
+                 fastest_on=wins.count(f), cells=len(cells),
+                 rel_error=max(r["rel_error"] for r in records if r["variant"] == f)) for f in families]
+
+
+def variants_or_load() -> dict:
+    """The recorded run of ``tools/precise_variants.py`` (an experiment, not re-run with the chapter):
+    ``records`` and ``where`` they come from."""
+    from . import results
+
+    saved = _recorded(VARIANTS)
+    return dict(records=saved["records"], where="recorded on " + results.provenance(saved))
+
+
+def variants_table(records) -> str:
+    """Markdown of ``variants_summary``."""
+    lines = ["| way of summing | geometric mean, x cuBLAS precise | lowest | fastest on | largest rel. error |",
+             "|---|---:|---:|---:|---:|"]
+    for s in variants_summary(records):
+        lines.append(f"| {s['variant']} | {s['gmean']:.3f}x | {s['lowest']:.3f}x | {s['fastest_on']} of {s['cells']} "
+                     f"| {s['rel_error']:.2e} |")
+    return "\n".join(lines)
