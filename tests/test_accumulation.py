@@ -112,3 +112,29 @@ def test_each_interval_errs_as_the_h200_measured():
         ours = next(r["rel_error"] for r in live if r["K"] == K and r["method"] == "scaled_mm precise")
         theirs = next(r["rel_error"] for r in live if r["K"] == K and r["method"] == "cuBLAS precise")
         assert ours <= theirs * 1.05, (K, ours, theirs)
+
+
+def test_variants_summary_counts_the_best_of_each_family():
+    """A family's split and unsplit records count as one (the better); a cell a family has no
+    record for (a variant that failed there) is left out of its numbers, not an error."""
+    def rec(shape, variant, ratio, split=False):
+        return dict(shape=shape, recipe="tensor", variant=variant, split=split, ratio=ratio, rel_error=1e-3)
+    records = [rec("a", "cuBLAS precise", 1.0), rec("a", "x", 0.5), rec("a", "x", 0.9, split=True),
+               rec("a", "y", 0.8), rec("b", "cuBLAS precise", 1.0), rec("b", "y", 0.4)]
+    got = {s["variant"]: s for s in accuracy.variants_summary(records)}
+    assert set(got) == {"x", "y"}
+    assert (got["x"]["cells"], got["x"]["fastest_on"], got["x"]["lowest"]) == (1, 1, 0.9)
+    assert (got["y"]["cells"], got["y"]["fastest_on"]) == (2, 1)
+    assert math.isclose(got["y"]["gmean"], math.sqrt(0.8 * 0.4), rel_tol=1e-6)
+    assert "| x | 0.900x | 0.900x | 1 of 1 |" in accuracy.variants_table(records)
+
+
+def test_recorded_sweep_covers_every_cell():
+    """The H200's record of tools/precise_variants.py: every family on all 18 reference cells,
+    each checked against float64 with cuBLAS precise's error or less."""
+    records = accuracy.variants_or_load()["records"]
+    base = max(r["rel_error"] for r in records if r["variant"] == "cuBLAS precise")
+    for s in accuracy.variants_summary(records):
+        assert s["cells"] == 18, s
+        assert s["rel_error"] <= base * 1.01, s
+    assert max(accuracy.variants_summary(records), key=lambda s: s["gmean"])["variant"] == "paired"

@@ -1142,8 +1142,10 @@ def test_gluon_plans_launch_every_configuration_directly(index, gen, device):
 @pytest.mark.parametrize("index", range(len(ws_gluon.GLUON_PRECISE_CONFIGS)))
 def test_precise_plans_launch_every_configuration_directly(index, gen, device):
     """As the test above, for the configurations precise problems are timed over."""
-    M, K, N = 1000, 1040, 3000  # the split configuration cuts tiles here
+    M, K, N = 700, 4096, 3000  # 144 tiles of 128 x 128: on 132 SMs the split configuration cuts 12
     cfg = ws_gluon.fit_gluon_config(ws_gluon.GLUON_PRECISE_CONFIGS[index], 2)
+    if cfg.kwargs["SPLIT"]:
+        assert ws_gluon.gluon_plan(cfg, M, N, K, host.sm_count(device))[1] > 1, "the split tail is not exercised"
     for recipes in [("tensor", "row"), ("row", "tensor")]:
         a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
         key = (M, N, K, recipes[0] == "row", recipes[1] == "row", True, host.sm_count(a.device), a.dtype,

@@ -265,17 +265,24 @@ def variants_summary(records) -> list[dict]:
     """Per way of hiding the promotion (``tools/precise_variants.py``'s families; a family's split
     and unsplit configurations count as one, the better on each cell): the geometric mean and the
     lowest of its ratio to cuBLAS precise over the cells, how many cells it was the fastest of the
-    Gluon kernels on, and its largest relative error. In the order the records first name them."""
+    Gluon kernels on, the cells it has records for, and its largest relative error. In the order
+    the records first name them."""
     cells = list(dict.fromkeys((r["shape"], r["recipe"]) for r in records))
     families = [f for f in dict.fromkeys(r["variant"] for r in records) if not f.startswith("cuBLAS")]
 
-    def best(family, cell):
-        return max(r["ratio"] for r in records if r["variant"] == family and (r["shape"], r["recipe"]) == cell)
+    def best(family, cell):  # None where the family has no record (a variant that failed there)
+        return max((r["ratio"] for r in records if r["variant"] == family and (r["shape"], r["recipe"]) == cell),
+                   default=None)
     ratios = {f: [best(f, c) for c in cells] for f in families}
-    wins = [max(families, key=lambda f: ratios[f][i]) for i in range(len(cells))]
-    return [dict(variant=f, gmean=torch.tensor(ratios[f]).log().mean().exp().item(), lowest=min(ratios[f]),
-                 fastest_on=wins.count(f), cells=len(cells),
-                 rel_error=max(r["rel_error"] for r in records if r["variant"] == f)) for f in families]
+    wins = [max((f for f in families if ratios[f][i] is not None), key=lambda f: ratios[f][i])
+            for i in range(len(cells))]
+    out = []
+    for f in families:
+        had = [x for x in ratios[f] if x is not None]
+        out.append(dict(variant=f, gmean=torch.tensor(had).log().mean().exp().item(), lowest=min(had),
+                        fastest_on=wins.count(f), cells=len(had),
+                        rel_error=max(r["rel_error"] for r in records if r["variant"] == f)))
+    return out
 
 
 def variants_or_load() -> dict:
