@@ -1121,21 +1121,27 @@ def test_gluon_plans_launch_every_configuration_directly(index, gen, device):
     them, is as right as the JIT's: each configuration forced as the problem's choice, then called
     through scaled_mm three times with fresh inputs and poisoned outputs."""
     M, K, N = 1000, 1040, 1000 if index < 8 else 3000  # split configurations cut tiles at N = 3000
+    cfg = ws_gluon.fit_gluon_config(ws_gluon.GLUON_CONFIGS[index], 2)
     for recipes, precise in [(("row", "row"), False), (("tensor", "row"), True)]:
+        _check_forced_choice(cfg, M, K, N, recipes, precise, gen, device)
+
+
+def _check_forced_choice(cfg, M, K, N, recipes, precise, gen, device):
+    """``cfg`` forced as the problem's choice, then three calls of scaled_mm with fresh inputs
+    into poisoned outputs, each right, and the plan they ran is ``cfg``'s Gluon launch."""
+    a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
+    key = (M, N, K, recipes[0] == "row", recipes[1] == "row", precise, host.sm_count(a.device), a.dtype,
+           torch.bfloat16)
+    ws_gluon.CHOICES[key] = cfg
+    gemm.PLANS.clear()
+    for _ in range(3):
         a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
-        cfg = ws_gluon.fit_gluon_config(ws_gluon.GLUON_CONFIGS[index], 2)
-        key = (M, N, K, recipes[0] == "row", recipes[1] == "row", precise, host.sm_count(a.device), a.dtype,
-               torch.bfloat16)
-        ws_gluon.CHOICES[key] = cfg
-        gemm.PLANS.clear()
-        for _ in range(3):
-            a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
-            out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-            fp8.scaled_mm(a, b, sa, sb, precise=precise, out=out)
-            assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, precise), cfg
-        plan = gemm.plan_of(a, b, sa, sb, precise=precise, out=out)
-        assert plan.kernel == "gluon" and plan.config is cfg
-        del ws_gluon.CHOICES[key]
+        out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
+        fp8.scaled_mm(a, b, sa, sb, precise=precise, out=out)
+        assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, precise), cfg
+    plan = gemm.plan_of(a, b, sa, sb, precise=precise, out=out)
+    assert plan.kernel == "gluon" and plan.config is cfg
+    del ws_gluon.CHOICES[key]
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="the Gluon kernels need a Hopper GPU")
@@ -1147,19 +1153,7 @@ def test_precise_plans_launch_every_configuration_directly(index, gen, device):
     if cfg.kwargs["SPLIT"]:
         assert ws_gluon.gluon_plan(cfg, M, N, K, host.sm_count(device))[1] > 1, "the split tail is not exercised"
     for recipes in [("tensor", "row"), ("row", "tensor")]:
-        a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
-        key = (M, N, K, recipes[0] == "row", recipes[1] == "row", True, host.sm_count(a.device), a.dtype,
-               torch.bfloat16)
-        ws_gluon.CHOICES[key] = cfg
-        gemm.PLANS.clear()
-        for _ in range(3):
-            a, b, sa, sb = operands(M, K, N, *recipes, gen, device)
-            out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-            fp8.scaled_mm(a, b, sa, sb, precise=True, out=out)
-            assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, True), cfg
-        plan = gemm.plan_of(a, b, sa, sb, precise=True, out=out)
-        assert plan.kernel == "gluon" and plan.config is cfg
-        del ws_gluon.CHOICES[key]
+        _check_forced_choice(cfg, M, K, N, recipes, True, gen, device)
 
 
 def _fake_direct(calls: list) -> host.Direct:

@@ -17,13 +17,11 @@ and prints ptxas's registers, spills and remarks.
 
     python3 tools/precise_variants.py [compile]
 """
-import json
 import os
 import sys
 import time
 
 import torch
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, warpgroup_mma, warpgroup_mma_init,
