@@ -41,9 +41,9 @@ OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 # ---- input checks --------------------------------------------------------------------------------
 
-def _scale_kinds(scale, rows: int, cols: int, name: str, block_shape) -> set[str]:
+def _scale_kinds(scale, rows: int, cols: int, name: str, block_shape, no_block: str = "") -> set[str]:
     """What a scale's shape can mean: "tensor", "row" or "block" (more than one when K = 128 makes
-    the per-row and block-wise shapes coincide)."""
+    the per-row and block-wise shapes coincide); ``no_block`` says why block-wise is out, where it is."""
     if not isinstance(scale, torch.Tensor):
         raise TypeError(f"{name} must be a float32 torch.Tensor, got {type(scale).__name__}")
     if scale.dtype != torch.float32:
@@ -59,7 +59,7 @@ def _scale_kinds(scale, rows: int, cols: int, name: str, block_shape) -> set[str
         expected = f"one element, or {(rows, cols)} per row"
         if block_shape is not None:
             expected += f", or {block_shape} block-wise"
-        raise ValueError(f"{name} has shape {tuple(scale.shape)}: expected {expected}")
+        raise ValueError(f"{name} has shape {tuple(scale.shape)}: expected {expected}" + no_block)
     return kinds
 
 
@@ -83,8 +83,10 @@ def check_operands(a, b, scale_a, scale_b) -> Operands:
     if a.device != b.device:
         raise ValueError(f"a is on {a.device} and b on {b.device}")
     block = K % 128 == 0 and N % 128 == 0
-    kinds_a = _scale_kinds(scale_a, M, 1, "scale_a", (M, K // 128) if block else None)
-    kinds_b = _scale_kinds(scale_b, 1, N, "scale_b", (K // 128, N // 128) if block else None)
+    no_block = "" if block else (f" (block-wise scales, (M, K/128) and (K/128, N/128), need K and N multiples of 128: "
+                                 f"here K = {K} and N = {N})")
+    kinds_a = _scale_kinds(scale_a, M, 1, "scale_a", (M, K // 128) if block else None, no_block)
+    kinds_b = _scale_kinds(scale_b, 1, N, "scale_b", (K // 128, N // 128) if block else None, no_block)
     if "block" in kinds_a and "block" in kinds_b and (kinds_a == {"block"} or kinds_b == {"block"}):
         kind_a = kind_b = "block"  # one side can only be block-wise, so both are
     else:
@@ -167,9 +169,9 @@ register_kernel("tma", tma.launch_tma, tma.tma_takes, priority=12)
 # Below the tiled kernel: behind the best kernel without specialization on every reference cell
 # (chapter 07's table).
 register_kernel("ws", ws.launch_ws, tma.tma_takes, priority=7)
-# First where it can run (a Hopper GPU, e4m3 operands, scales per tensor or per row, what TMA takes):
-# ahead of the best kernel without specialization on most reference cells and within a percent on
-# the others (chapter 08's table). Elsewhere it refuses, and "auto" says why.
+# First where it can run (a Hopper GPU, e4m3 operands, what TMA takes; block-wise scales through its
+# blockwise kernel): ahead of the best kernel without specialization on most reference cells and
+# within a percent on the others (chapter 08's table). Elsewhere it refuses, and "auto" says why.
 register_kernel("gluon", ws_gluon.launch_gluon, ws_gluon.gluon_takes, priority=13,
                 prepare=ws_gluon.prepare_gluon)
 
@@ -265,7 +267,8 @@ def _plan(a, b, scale_a, scale_b, out, out_dtype, kernel, precise) -> tuple[Plan
             raise ValueError(f"kernel {kernel!r} cannot take these operands: {why}")
     else:
         raise ValueError(f"unknown kernel {kernel!r}: expected 'auto' or one of {', '.join(KERNELS)}")
-    pack = not (scale_a.is_contiguous() and scale_b.is_contiguous())
+    # block-wise scales are read through their strides, which the plan's signature holds
+    pack = not (scale_a.is_contiguous() and scale_b.is_contiguous()) and ops.recipe_a != "block"
     if chosen.prepare is not None and out.is_cuda:
         config, launch = chosen.prepare(ops, out, precise)
     else:

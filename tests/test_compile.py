@@ -74,6 +74,12 @@ SCRIPT = textwrap.dedent("""
                 ws_gluon.GLUON_KERNELS[config.kwargs["KIND"]], config, flags, maxnreg=ws_gluon.gluon_maxnreg(config)),
                 expected_worker_warps=list(workers), expected_threads=32 * (config.num_warps + ws_gluon._OTHER_WARPS[
                     config.kwargs["KIND"]])))
+    for config in ws_gluon.GLUON_BLOCK_CONFIGS:  # block-wise: precise, no per-row flags
+        flags = dict(ROW_A=False, ROW_B=False, PRECISE=True)
+        rows.append(report("gluon", config, flags, lambda: compiled.compile_gluon_for(
+            ws_gluon.GLUON_KERNELS["blockwise"], config, flags, maxnreg=ws_gluon.gluon_maxnreg(config)),
+            expected_worker_warps=list(ws_gluon.GLUON_WORKERS["blockwise"]),
+            expected_threads=32 * (config.num_warps + ws_gluon._OTHER_WARPS["blockwise"])))
     print(json.dumps(rows))
 """)
 
@@ -97,7 +103,7 @@ SPILLS_ON_OTHER_TRITONS = {
 }
 
 
-PRECISE_CONFIGS = {host.describe_config(c) for c in ws_gluon.GLUON_PRECISE_CONFIGS}
+PRECISE_CONFIGS = {host.describe_config(c) for c in ws_gluon.GLUON_PRECISE_CONFIGS + ws_gluon.GLUON_BLOCK_CONFIGS}
 
 
 def test_every_configuration_compiles(compiled_kernels):

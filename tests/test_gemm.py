@@ -112,7 +112,7 @@ def test_auto_never_refuses_a_valid_input(gen, device):
     x, w = torch.randn(128, 256, generator=gen).to(device), torch.randn(128, 256, generator=gen).to(device)
     a, sa = fp8.quantize(x, "1x128")
     wq, sw = fp8.quantize(w, "128x128")
-    out = fp8.scaled_mm(a, wq.t(), sa, sw.t())  # block-wise: no fast kernel yet, the reference takes it
+    out = fp8.scaled_mm(a, wq.t(), sa, sw.t())  # block-wise: the Gluon kernel on a Hopper GPU, else the reference
     assert fp8.rel_error(out, fp8.reference_mm(a, wq.t(), sa, sw.t())) < 5e-3
     with pytest.raises(ValueError, match="tiled.*per-tensor and per-row"):
         fp8.scaled_mm(a, wq.t(), sa, sw.t(), kernel="tiled")
@@ -236,8 +236,11 @@ def test_launch_ws_refuses_forms_that_are_not_specialized_or_wrong(device):
 GLUON_SHAPES = [(1, 16, 8), (97, 256, 136), (1000, 1040, 1000), (300, 4096, 520), (4097, 512, 264)]
 
 
+SCALED_KINDS = sorted(set(ws_gluon.GLUON_KERNELS) - {"blockwise"})  # per-tensor and per-row scales
+
+
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
-@pytest.mark.parametrize("kind", sorted(ws_gluon.GLUON_KERNELS))
+@pytest.mark.parametrize("kind", SCALED_KINDS)
 def test_gluon_kernels_match_float64(kind, gen, device):
     """Each recipe on its own side, fast and precise, bf16 and float32 outputs, with one tile per
     program and with many (3 "SMs": the ping-pong groups take turns, the ring wraps around)."""
@@ -259,7 +262,7 @@ def test_gluon_kernels_match_float64(kind, gen, device):
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
-@pytest.mark.parametrize("kind", sorted(ws_gluon.GLUON_KERNELS))
+@pytest.mark.parametrize("kind", SCALED_KINDS)
 def test_gluon_split_tail_matches_float64(kind, gen, device):
     """Every plan's pieces add up to the tile: none whole, half the tiles whole, all but one whole,
     and as many pieces as K steps, with 3 "SMs" and the GPU's; tiles stored whole and in quarters
@@ -395,10 +398,6 @@ def test_gluon_needs_a_gpu(device):
 def test_gluon_refuses_what_it_was_not_checked_on(device):
     """e5m2 operands and other output dtypes: a clear refusal, on any machine."""
     a, b, sa, sb = _ops(device)
-    block_a, block_b = torch.ones(8, 1, device=device), torch.ones(1, 16, device=device)
-    assert "per-tensor and per-row scales only" in ws_gluon.gluon_takes(
-        host.Operands(a, b, block_a, block_b, "block", "block"), torch.empty(8, 16, dtype=torch.bfloat16,
-                                                                             device=device))
     for a_, b_, out_dtype, message in [(a.to(E5M2), b, torch.bfloat16, "float8_e4m3fn operands"),
                                        (a, b.to(E5M2), torch.bfloat16, "float8_e4m3fn operands"),
                                        (a, b, torch.int32, "bfloat16, float16 or float32")]:
@@ -950,6 +949,100 @@ def test_launches_refuse_block_wise_scales(kernel, gen, device):
     out = torch.empty(8, 128, dtype=torch.bfloat16, device=device)
     with pytest.raises(ValueError, match="per-tensor and per-row scales only"):
         LAUNCHERS[kernel](ops, out, False)
+
+
+def block_operands(M, K, N, gen, device):
+    """Block-wise operands in which every scale is its own: x's 1 x 128 groups and w's 128 x 128
+    blocks scaled by powers of two from 2^-6 to 2^5 (a scale applied to the wrong group or block
+    shows as a large error), one group of x and one block of w all zeros; ``b`` is ``w.t()``."""
+    x = torch.randn(M, K, generator=gen) * torch.exp2(
+        torch.randint(-6, 6, (M, K // 128), generator=gen).float()).repeat_interleave(128, 1)
+    w = torch.randn(N, K, generator=gen) * torch.exp2(
+        torch.randint(-6, 6, (N // 128, K // 128), generator=gen).float()).repeat_interleave(128, 0).repeat_interleave(128, 1)
+    x[M // 2, :128] = 0
+    w[-128:, -128:] = 0
+    a, sa = fp8.quantize(x.to(device), "1x128")
+    wq, sw = fp8.quantize(w.to(device), "128x128")
+    return a, wq.t(), sa, sw.t()
+
+
+BLOCK_SHAPES = [(1, 256, 256), (97, 256, 384), (300, 4096, 512), (4097, 512, 256)]
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
+@pytest.mark.parametrize("M,K,N", BLOCK_SHAPES)
+def test_blockwise_kernel_matches_float64(M, K, N, gen, device):
+    """Each block-wise configuration, one tile per program and many (3 "SMs"), every split plan's
+    pieces; with the first, a float32 output, and the scales read through other strides (scale_a
+    M-major as cuBLAS wants it, scale_b contiguous) give the same bits; precise=False changes
+    nothing. (Few variations per configuration: each new shape and stride is a compilation.)"""
+    a, b, sa, sb = block_operands(M, K, N, gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    strided = gemm.check_operands(a, b, sa.t().contiguous().t(), sb.contiguous())
+    assert strided.scale_a.stride() != sa.stride() and strided.scale_b.stride() != sb.stride()
+    tiles, k_blocks = host.tile_count(M, N, ws_gluon.GLUON_BLOCK_CONFIGS[0].kwargs), K // 128
+
+    def run(config, operands_, precise, out_dtype=torch.bfloat16, num_sms=None, plan=None):
+        out = fp8.poison(torch.empty(M, N, dtype=out_dtype, device=device))
+        fitted = ws_gluon.fit_gluon_config(config, out.element_size())
+        ws_gluon.launch_gluon(operands_, out, precise, config=fitted, num_sms=num_sms, plan=plan)
+        assert fp8.rel_error(out, ref) < tolerance(out_dtype, True), (host.describe_config(config), plan, out_dtype)
+        return out
+
+    first = ws_gluon.GLUON_BLOCK_CONFIGS[0]
+    out = run(first, ops, True, num_sms=3)
+    assert torch.equal(out, run(first, strided, True, num_sms=3)) and torch.equal(out, run(first, ops, False, num_sms=3))
+    run(first, ops, True, torch.float32)
+    for config in ws_gluon.GLUON_BLOCK_CONFIGS[1:]:
+        plans = [None]
+        if config.kwargs["SPLIT"]:
+            plans = [(0, min(3, k_blocks)), (tiles - 1, k_blocks)] + ([(tiles // 2, 2)] if k_blocks > 1 else [])
+        for plan in plans:
+            run(config, ops, True, num_sms=3 if plan is None else None, plan=plan)
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
+def test_scaled_mm_runs_block_wise_scales_in_the_gluon_kernel(gen, device):
+    """On a Hopper GPU "auto" takes block-wise scales to the blockwise kernel, not to the reference;
+    later calls (the plan's direct launch) give the same bits, and M-major scales are right too."""
+    a, b, sa, sb = block_operands(700, 3072, 1536, gen, device)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    assert gemm.choose(a, b, sa, sb)[0] == "gluon"
+    for scale_a in (sa, sa.t().contiguous().t()):
+        first = fp8.scaled_mm(a, b, scale_a, sb)
+        plan = gemm.plan_of(a, b, scale_a, sb)
+        assert plan.kernel == "gluon" and plan.config.kwargs["KIND"] == "blockwise" and not plan.pack_scales
+        assert fp8.rel_error(first, ref) < tolerance(torch.bfloat16, True)
+        out = fp8.poison(torch.empty_like(first))
+        assert fp8.scaled_mm(a, b, scale_a, sb, out=out) is out and torch.equal(out, first)
+        assert torch.equal(fp8.scaled_mm(a, b, scale_a, sb), first)
+
+
+def test_blockwise_refusals_say_what_is_expected(gen, device):
+    """The blockwise kernel's configurations, the kernel kinds and the recipes must agree, and a
+    shape that block-wise scales cannot cut says why; on a machine without a Hopper GPU the Gluon
+    kernels refuse block-wise scales for that reason only."""
+    G = ws_gluon.make_gluon_config
+    assert all(ws_gluon.gluon_refuses(c) is None for c in ws_gluon.GLUON_BLOCK_CONFIGS)
+    for bad in (G("blockwise", 128, 128, 64, 5), G("blockwise", 128, 256, 128, 3)):
+        assert "one 128-wide block of the scales" in ws_gluon.gluon_refuses(bad)
+    a, b, sa, sb = block_operands(8, 256, 128, gen, device)
+    block = gemm.check_operands(a, b, sa, sb)
+    assert (block.recipe_a, block.recipe_b) == ("block", "block")
+    per_row = gemm.check_operands(a, b, torch.ones(8, 1, device=device), torch.ones(1, 128, device=device))
+    with pytest.raises(ValueError, match="blockwise kernel takes block-wise scales only"):
+        ws_gluon.check_kind(ws_gluon.GLUON_BLOCK_CONFIGS[0], per_row)
+    with pytest.raises(ValueError, match="paired kernel takes per-tensor and per-row scales only"):
+        ws_gluon.check_kind(ws_gluon.GLUON_PRECISE_CONFIGS[0], block)
+    assert ws_gluon.gluon_flags(block, False) == dict(ROW_A=False, ROW_B=False, PRECISE=True)
+    why = ws_gluon.gluon_takes(block, torch.empty(8, 128, dtype=torch.bfloat16, device=device))
+    assert (why is None) == fp8.ON_GPU and (why is None or "scales" not in why), why
+    x = torch.randn(8, 200, generator=gen).to(device)
+    q = x.to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match=r"need K and N multiples of 128: here K = 200 and N = 256"):
+        fp8.scaled_mm(q, torch.zeros(256, 200, device=device).to(torch.float8_e4m3fn).t(),
+                      torch.ones(8, 2, device=device), torch.ones(2, 2, device=device))
 
 
 def test_split_refuses_foreign_configurations_and_plans(gen, device):

@@ -48,9 +48,16 @@ each K step's ``wgmma`` and adds its sum into a float32 total, the interval cuBL
 of their own (``GLUON_PRECISE_CONFIGS``): the paired kernel's, 64 x 128 per consumer group, each
 group waiting and adding on its own while the other's ``wgmma`` run.
 
+Block-wise scales (DeepSeek-V3's recipe: A in 1 x 128 groups, W in 128 x 128 blocks, each with
+its own scale) go to ``gluon_blockwise_kernel``: the paired kernel's tile and ring, whose
+``blockwise_tile`` promotes every K block (128 values of K) times its scales, loaded ahead of
+their use; the tile then leaves unscaled. Its configurations are ``GLUON_BLOCK_CONFIGS``.
+
 Gluon kernels run only on a GPU: Triton's interpreter cannot run them (``gluon_takes``). The
 configurations, what they refuse and the launcher follow the kernels.
 """
+
+import dataclasses
 
 import torch
 import triton
@@ -187,7 +194,8 @@ def promoted_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, GROUP: gl.cons
     ``acc``, in their own, shorter precision (the ``wgmma`` one behind the other, as in the fast
     loop), and each such sum is added into ``total``, a float32 accumulator on the CUDA cores. The
     add waits for its ``wgmma``; the other consumer group's ``wgmma`` keep the tensor cores busy
-    meanwhile."""
+    meanwhile. A stage goes back to the producer as soon as its ``wgmma`` is known to be done: at
+    the end of a sum, its own (on the H200, 0.5 to 3% faster than one step later)."""
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     total = gl.zeros_like(acc)
     for kk in range(k_steps):
@@ -196,14 +204,21 @@ def promoted_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, GROUP: gl.cons
         a = a_bufs.index(s * GROUPS + GROUP)
         b = b_bufs.index(s).permute((1, 0))
         acc = warpgroup_mma(a, b, acc, use_acc=kk % PROMOTE > 0, is_async=True)  # a new sum every PROMOTE steps
-        acc, _, _ = warpgroup_mma_wait(1, deps=(acc, a, b_bufs.index(s)))
-        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kk > 0)
-        if (kk % PROMOTE == PROMOTE - 1) | (kk == k_steps - 1):
-            total += warpgroup_mma_wait(0, deps=(acc,))  # the sum is complete: promote it
+        if PROMOTE == 1:  # every step's sum is complete: wait for it, free its stage, promote it
+            acc, _, _ = warpgroup_mma_wait(0, deps=(acc, a, b_bufs.index(s)))
+            mbarrier.arrive(empty.index(s))
+            total += acc
+        else:
+            # the step before is done; it is freed here if it belongs to this sum (a sum's last
+            # step frees its own stage)
+            acc, _, _ = warpgroup_mma_wait(1, deps=(acc, a, b_bufs.index(s)))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kk % PROMOTE > 0)
+            if (kk % PROMOTE == PROMOTE - 1) | (kk == k_steps - 1):  # the sum is complete: promote it
+                total += warpgroup_mma_wait(0, deps=(acc,))
+                mbarrier.arrive(empty.index(s))
         it += 1
     if HANDOFF:
         mbarrier.arrive(handoff)
-    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
     return total, it
 
 
@@ -522,6 +537,101 @@ def gluon_paired_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partia
 
 
 @gluon.jit
+def block_scales(sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn):
+    """Start loading K block ``kb``'s scales: A's for the group's ``rows`` (its 1 x 128 groups; 0 for
+    rows from M on) and W's for weight block ``nb`` (one 128 x 128 block across the tile). They are
+    multiplied only where they are used: a product here would wait for the loads at once."""
+    sa = gl.load(sa_ptr + rows * stride_sam + kb * stride_sak, mask=rows < M, other=0.0)
+    return sa, gl.load(sb_ptr + kb * stride_sbk + nb * stride_sbn)
+
+
+@gluon.jit
+def blockwise_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
+                   stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """``promoted_tile`` with block-wise scales (DeepSeek-V3's recipe): each K step is one block of
+    128 values of K, and its sum goes into ``total`` times its scales, one per row for A's 1 x 128
+    groups and one for W's 128 x 128 block (the tile is 128 wide: one block). Each step's scales
+    are loaded two steps ahead, so that their latency hides under two ``wgmma``. K steps
+    [k_first, k_first + k_steps) of the tile."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
+    nb = off_n // acc.type.shape[1]
+    last = k_first + k_steps - 1
+    sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
+    sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    total = gl.zeros_like(acc)
+    for kk in range(k_steps):
+        s = it % STAGES
+        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+        a = a_bufs.index(s * GROUPS + GROUP)
+        b = b_bufs.index(s).permute((1, 0))
+        acc = warpgroup_mma(a, b, acc, use_acc=False, is_async=True)
+        sa2, sb2 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 2, last), nb, M, stride_sam,
+                                stride_sak, stride_sbk, stride_sbn)
+        acc, _, _ = warpgroup_mma_wait(0, deps=(acc, a, b_bufs.index(s)))
+        mbarrier.arrive(empty.index(s))
+        total = gl.fma(acc, (sa0 * sb0)[:, None], total)
+        sa0, sb0, sa1, sb1 = sa1, sb1, sa2, sb2
+        it += 1
+    return total, it
+
+
+@gluon.jit
+def _blockwise_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, ones_ptr,
+                        partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, stride_sam, stride_sak, stride_sbk,
+                        stride_sbn, GROUP_M: gl.constexpr, SPLIT: gl.constexpr, GROUP: gl.constexpr,
+                        GROUPS: gl.constexpr, num_warps: gl.constexpr):
+    """``_cooperative_consumer`` for block-wise scales: ``blockwise_tile`` applies them in the K
+    loop, so the tile leaves scaled by ones (``ones_ptr``: one float32 1.0), whole or as a piece."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+    BUFS: gl.constexpr = output_buffers(c_desc.block_type.shape[1], BLOCK_N)
+    acc = gl.zeros((SUB_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, num_warps))
+    units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N,
+                                        a_desc.block_type.shape[1])
+    it = 0
+    for u in range(units):
+        tile, piece, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
+        off_m, off_n = unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
+        acc, it = blockwise_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_last - k_first, sa_ptr, sb_ptr,
+                                 off_m, off_n, M, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP, GROUPS)
+        finish_unit(acc, 1.0, 1.0, c_desc, c_bufs, partials_ptr, arrivals_ptr, ones_ptr, ones_ptr, off_m, off_n,
+                    M, N, tile, piece, WHOLE_TILES, PIECES, False, False, SPLIT, GROUP, GROUPS, GROUP * BUFS, num_warps)
+    tma.store_wait(0)
+
+
+@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
+def gluon_blockwise_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
+                           WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
+                           ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
+                           num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1, stride_sam=1, stride_sak=1,
+                           stride_sbk=1, stride_sbn=1, ones_ptr=None):
+    """C = A @ W^T with block-wise scales: ``scale_a`` (M, K/128) for A's 1 x 128 groups and
+    ``scale_b`` (K/128, N/128) for W's 128 x 128 blocks, read through their strides. The paired
+    kernel's structure (two consumer groups of 64 x 128, the producer warp), with
+    ``_blockwise_consumer``; the other kernels' parameters, so that one launcher serves all (ROW_A
+    and ROW_B are False, PRECISE True and PROMOTE 1: every K block is promoted with its scales)."""
+    gl.static_assert(num_warps == 4, "each consumer group of the block-wise kernel is one warp group")
+    gl.static_assert(PRECISE and not ROW_A and not ROW_B and PROMOTE == 1,
+                     "block-wise scales are applied at every K block's promotion")
+    gl.static_assert(a_desc.block_type.shape[1] == 128, "a K step is one 128-wide block of the scales")
+    gl.static_assert(b_desc.block_type.shape[0] == 128, "a tile is one weight block wide")
+    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, PAIRED_GROUPS)
+    c_bufs = allocate_outputs(c_desc, b_desc, PAIRED_GROUPS)
+    gl.warp_specialize([
+        (_blockwise_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
+                               ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, stride_sam,
+                               stride_sak, stride_sbk, stride_sbn, GROUP_M, SPLIT, 0, PAIRED_GROUPS, 4)),
+        (_blockwise_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
+                               ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, stride_sam,
+                               stride_sak, stride_sbk, stride_sbn, GROUP_M, SPLIT, 1, PAIRED_GROUPS, 4)),
+        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                     PAIRED_GROUPS)),
+    ], PAIRED_WORKERS, [168, 24])
+
+
+@gluon.jit
 def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
                        partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
                        ROW_A: gl.constexpr, ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
@@ -615,14 +725,20 @@ GLUON_CONFIGS = [make_gluon_config("cooperative", 128, 256, 128, 3, group_m=16, 
 GLUON_PRECISE_CONFIGS = [make_gluon_config("paired", 128, 128, 128, 5),
                          make_gluon_config("paired", 128, 128, 128, 5, group_m=16),
                          make_gluon_config("paired", 128, 128, 128, 5, group_m=16, split=True)]
+# Block-wise scales (1 x 128 groups of A, 128 x 128 blocks of W): the paired kernel's tile and ring,
+# each K block promoted with its scales (``gluon_blockwise_kernel``).
+GLUON_BLOCK_CONFIGS = [make_gluon_config("blockwise", 128, 128, 128, 5),
+                       make_gluon_config("blockwise", 128, 128, 128, 5, group_m=16),
+                       make_gluon_config("blockwise", 128, 128, 128, 5, group_m=16, split=True)]
 GLUON_KERNELS = {"cooperative": gluon_ws_kernel, "pingpong": gluon_pingpong_kernel, "stacked": gluon_stacked_kernel,
-                 "paired": gluon_paired_kernel}
+                 "paired": gluon_paired_kernel, "blockwise": gluon_blockwise_kernel}
 # Consumer groups stacked along M in each tile (each its own partition, BLOCK_M // groups rows); the
 # warps of the partitions beside the default one; and those warps counted in whole warp groups, as
 # the registers are: the producer's warp is padded to a warp group.
-GLUON_GROUPS = {"cooperative": 1, "pingpong": 1, "stacked": STACKED_GROUPS.value, "paired": PAIRED_GROUPS.value}
+GLUON_GROUPS = {"cooperative": 1, "pingpong": 1, "stacked": STACKED_GROUPS.value, "paired": PAIRED_GROUPS.value,
+                "blockwise": PAIRED_GROUPS.value}
 GLUON_WORKERS = {"cooperative": COOPERATIVE_WORKERS.value, "pingpong": PINGPONG_WORKERS.value,
-                 "stacked": STACKED_WORKERS.value, "paired": PAIRED_WORKERS.value}
+                 "stacked": STACKED_WORKERS.value, "paired": PAIRED_WORKERS.value, "blockwise": PAIRED_WORKERS.value}
 _OTHER_WARPS = {kind: sum(-(-w // 4) * 4 for w in workers) for kind, workers in GLUON_WORKERS.items()}
 _KEYS = WS_KEYS | {"KIND", "SPLIT", "STORE_N", "PROMOTE"}
 
@@ -697,6 +813,10 @@ def gluon_refuses(config: triton.Config, out_bytes: int = 2) -> str | None:
         return str(e)
     if isinstance(k["PROMOTE"], bool) or not isinstance(k["PROMOTE"], int) or k["PROMOTE"] < 1:
         return f"PROMOTE, the K steps between two promotions, must be a positive int, got {k['PROMOTE']!r}"
+    if k["KIND"] == "blockwise" and (k["BLOCK_K"], k["BLOCK_N"], k["PROMOTE"]) != (128, 128, 1):
+        return ("the blockwise kernel's K step is one 128-wide block of the scales and its tile one weight block "
+                f"wide: BLOCK_K = BLOCK_N = 128 and PROMOTE = 1, got BLOCK_K={k['BLOCK_K']}, BLOCK_N={k['BLOCK_N']}, "
+                f"PROMOTE={k['PROMOTE']}")
     if k["STORE_N"] not in [k["BLOCK_N"] // parts for parts in (1, 2, 4)] or isinstance(k["STORE_N"], bool):
         return (f"STORE_N, the columns of each store of the output, must be BLOCK_N ({k['BLOCK_N']!r}), "
                 f"a half or a quarter of it; got {k['STORE_N']!r}")
@@ -738,12 +858,44 @@ def gluon_refuses(config: triton.Config, out_bytes: int = 2) -> str | None:
 _OUT = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32"}
 
 
+def is_block(ops: Operands) -> bool:
+    return ops.recipe_a == "block"  # check_operands makes both sides block-wise, or neither
+
+
+def gluon_flags(ops: Operands, precise: bool) -> dict:
+    """The kernels' ROW_A, ROW_B and PRECISE for these operands (``Operands.flags``); block-wise
+    scales are applied at every K block's promotion, so they are precise whatever ``precise`` says."""
+    return dict(ROW_A=False, ROW_B=False, PRECISE=True) if is_block(ops) else ops.flags(precise)
+
+
+def check_kind(config: triton.Config, ops: Operands) -> None:
+    """Block-wise scales go with the blockwise kernel, and only there; ValueError otherwise."""
+    if (config.kwargs["KIND"] == "blockwise") != is_block(ops):
+        raise ValueError(f"the {config.kwargs['KIND']} kernel takes " + (
+            "block-wise scales only" if config.kwargs["KIND"] == "blockwise" else "per-tensor and per-row scales only")
+            + f", and these are {ops.recipe_a}-wise (ws_gluon.GLUON_BLOCK_CONFIGS are for block-wise scales)")
+
+
+_ONES: dict[torch.device, torch.Tensor] = {}
+
+
+def _block_arguments(ops: Operands) -> dict:
+    """What the blockwise kernel takes beyond the others' parameters: the scales' strides, and a
+    float32 1.0 (kept per device) for the epilogue, whose scales are ones."""
+    device = ops.a.device
+    if device not in _ONES:
+        _ONES[device] = torch.ones(1, dtype=torch.float32, device=device)
+    (sam, sak), (sbk, sbn) = ops.scale_a.stride(), ops.scale_b.stride()
+    return dict(stride_sam=sam, stride_sak=sak, stride_sbk=sbk, stride_sbn=sbn, ones_ptr=_ONES[device])
+
+
 def gluon_takes(ops: Operands, out: torch.Tensor) -> str | None:
     """Why the Gluon kernels cannot take this problem, or None: they need a Hopper GPU (Triton's
     interpreter cannot run Gluon) and what TMA needs."""
-    why = epilogue_scales_only("gluon")(ops, out)
-    if why:
-        return why
+    if not is_block(ops):  # block-wise scales: gluon_blockwise_kernel
+        why = epilogue_scales_only("gluon")(ops, out)
+        if why:
+            return why
     if ops.a.dtype != torch.float8_e4m3fn or ops.b.dtype != torch.float8_e4m3fn:
         return (f"the Gluon kernels take float8_e4m3fn operands (the ones chapter 08 checks), got "
                 f"{ops.a.dtype} and {ops.b.dtype}")
@@ -754,7 +906,8 @@ def gluon_takes(ops: Operands, out: torch.Tensor) -> str | None:
                 "Gluon, and FP8_TUTORIAL_MODE=compile only compiles")
     if capability(out.device)[0] != 9:
         return "the Gluon kernels use Hopper's wgmma and setmaxnreg: they need compute capability 9.x"
-    return tma_takes(ops, out)
+    # TMA's rules are about a, b and out (the TMA kernels' refusal of block-wise scales is theirs)
+    return tma_takes(dataclasses.replace(ops, recipe_a="tensor", recipe_b="tensor") if is_block(ops) else ops, out)
 
 
 # ---- the launcher ----------------------------------------------------------------------------------
@@ -793,12 +946,14 @@ def _run(ops: Operands, out: torch.Tensor, flags: dict, cfg: triton.Config, num_
     # unsplit, neither is touched, and both pointers are scale_a's
     slots = rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 0
     counters = rest * GLUON_GROUPS[k["KIND"]] if pieces > 1 else 0
-    scales = ops.packed_scales
+    block = is_block(ops)  # the blockwise kernel reads the scales through their strides
+    scales = (ops.scale_a, ops.scale_b) if block else ops.packed_scales
+    extra = _block_arguments(ops) if block else {}
     partials, arrivals = workspace(out.device, slots, counters) if pieces > 1 else (scales[0], scales[0])
     grid = (min(num_sms, whole + rest * pieces),)
     compiled = (kernels or GLUON_KERNELS)[k["KIND"]][grid](
         *descriptors, *scales, partials, arrivals, M, N, K, whole, pieces, k["GROUP_M"], cfg.num_stages,
-        **flags, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, PROMOTE=k["PROMOTE"], maxnreg=gluon_maxnreg(cfg))
+        **flags, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, PROMOTE=k["PROMOTE"], maxnreg=gluon_maxnreg(cfg), **extra)
     return compiled, dict(whole=whole, pieces=pieces, grid=grid, slots=slots, counters=counters)
 
 
@@ -825,11 +980,12 @@ def launch_gluon(ops: Operands, out: torch.Tensor, precise: bool, config: triton
         why = gluon_refuses(config, out.element_size())
         if why:
             raise ValueError(why)
+        check_kind(config, ops)
     if kernels is not None and config is None:
         raise ValueError("kernels replace GLUON_KERNELS for one configuration: pass config= too")
     if plan is not None and (config is None or not config.kwargs["SPLIT"]):
         raise ValueError("a plan needs a configuration with SPLIT=True (ws_gluon.make_gluon_config(..., split=True))")
-    flags = ops.flags(precise)
+    flags = gluon_flags(ops, precise)
 
     def run(cfg):
         return Launch(cfg, _run(ops, out, flags, cfg, num_sms, plan, kernels)[0])
@@ -843,9 +999,9 @@ def choose_gluon_config(ops: Operands, out: torch.Tensor, flags: dict, num_sms: 
     """The configuration kept for this problem: on its first launch, every one of GLUON_CONFIGS
     that fits is timed with ``run`` and the fastest kept."""
     M, N, K = ops.M, ops.N, ops.K
-    key = (M, N, K, *flags.values(), num_sms, ops.a.dtype, out.dtype)
+    key = (M, N, K, *flags.values(), num_sms, ops.a.dtype, out.dtype) + ((True,) if is_block(ops) else ())
     if key not in CHOICES:
-        configs = GLUON_PRECISE_CONFIGS if flags["PRECISE"] else GLUON_CONFIGS
+        configs = GLUON_BLOCK_CONFIGS if is_block(ops) else GLUON_PRECISE_CONFIGS if flags["PRECISE"] else GLUON_CONFIGS
         candidates = [fit_gluon_config(c, out.element_size()) for c in configs]
         # a SPLIT configuration whose plan cuts no tile is its plain one: not timed twice
         candidates = [c for c in candidates if gluon_refuses(c, out.element_size()) is None
@@ -863,7 +1019,7 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
     if why:
         raise ValueError(why)
     num_sms = programs(out, None, None)
-    flags = ops.flags(precise)
+    flags = gluon_flags(ops, precise)
     cfg = choose_gluon_config(ops, out, flags, num_sms,
                               lambda c: _run(ops, out, flags, c, num_sms, None, None))
     compiled, shape = _run(ops, out, flags, cfg, num_sms, None, None)
@@ -881,6 +1037,8 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
     fixed = dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=shape["whole"], PIECES=shape["pieces"],
                  GROUP_M=k["GROUP_M"], STAGES=cfg.num_stages, SPLIT=k["SPLIT"], num_warps=cfg.num_warps,
                  PROMOTE=k["PROMOTE"], **flags)
+    if is_block(ops):  # the strides, and the ones' address (kept alive in _ONES)
+        fixed.update({n: v.data_ptr() if isinstance(v, torch.Tensor) else v for n, v in _block_arguments(ops).items()})
     tensors = ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr"]
     if shape["pieces"] == 1:  # unsplit: the workspace is never touched, and its pointers are none
         launch = kernel.launcher(shape["grid"], dict(fixed, partials_ptr=0, arrivals_ptr=0), tensors)

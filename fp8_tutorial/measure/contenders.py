@@ -174,8 +174,8 @@ def fixed_launch(launch: Callable, p: Problem, precise: bool = False, **kw) -> C
 def _register_kernels() -> None:
     from ..gemm import scaled_mm
 
-    def contender(name: str, description: str):
-        @register(name, ["tensor", "row"], description=description)
+    def contender(name: str, description: str, recipes=("tensor", "row")):
+        @register(name, list(recipes), description=description)
         def build(p, precise: bool):
             out = torch.empty((p.M, p.N), dtype=torch.bfloat16, device=p.a.device)
             return lambda: scaled_mm(p.a, p.b, p.scale_a, p.scale_b, kernel=name, precise=precise, out=out)
@@ -185,7 +185,8 @@ def _register_kernels() -> None:
     contender("tma", "fp8_tutorial.kernels.tma: persistent, TMA loads and stores")
     contender("ws", "fp8_tutorial.kernels.ws: the TMA kernel warp-specialized (a TMA producer, wgmma consumers)")
     contender("gluon", "fp8_tutorial.kernels.ws_gluon: warp specialization written in Gluon (a TMA producer warp, "
-                       "cooperative or ping-pong wgmma consumers)")
+                       "cooperative or ping-pong wgmma consumers; block-wise scales in its blockwise kernel)",
+              ("tensor", "row", "block"))
     contender("streamk", "fp8_tutorial.kernels.persistent.streamk_kernel: K iterations shared equally, "
                          "TMA loads where the 16-byte rule holds")
 
@@ -217,9 +218,9 @@ def tuned_configs() -> list[dict]:
                               dtypes=tuple(key[len(tuner.keys):]), config=config))
 
     def chosen(kernel, key, config, **extra):  # a launch_gluon or launch_tma choice, keyed as they key it
-        M, N, K, row_a, row_b, precise, _, a_dtype, out_dtype = key
+        M, N, K, row_a, row_b, precise, _, a_dtype, out_dtype, *block = key  # block-wise: a True at the end
         return dict(kernel=kernel, M=M, N=N, K=K, row_a=row_a, row_b=row_b, precise=precise, split_k=1,
-                    dtypes=(str(a_dtype), str(out_dtype)), config=config, **extra)
+                    dtypes=(str(a_dtype), str(out_dtype)), config=config, **extra, **({"block": True} if block else {}))
     found += [chosen("gluon", key, config) for key, config in ws_gluon.CHOICES.items()]
     for key, (host, config) in tma.ROUTES.items():
         found.insert(0, chosen("tma", key, config, host_descriptors=host))
@@ -235,11 +236,13 @@ def attach_configs(records: list[dict]) -> None:
     for t in tuned_configs():  # benchmark records are of bf16 outputs
         if t["split_k"] == 1 and "torch.bfloat16" in t["dtypes"]:
             config = dict(config_dict(t["config"]), **({"host_descriptors": True} if t.get("host_descriptors") else {}))
-            chosen.setdefault((t["kernel"], t["M"], t["N"], t["K"], t["row_a"], t["precise"]), config)
+            chosen.setdefault((t["kernel"], t["M"], t["N"], t["K"], "block" if t.get("block") else t["row_a"],
+                               t["precise"]), config)
     for r in records:
         names = ["streamk-tma", "streamk"] if r["contender"] == "streamk" else [r["contender"]]
         for name in names:
-            config = chosen.get((name, r["M"], r["N"], r["K"], r["recipe"] == "row", r["accumulation"] == "precise"))
+            recipe = "block" if r["recipe"] == "block" else r["recipe"] == "row"
+            config = chosen.get((name, r["M"], r["N"], r["K"], recipe, r["accumulation"] == "precise"))
             if config is not None:
                 r["config"] = config
                 break
