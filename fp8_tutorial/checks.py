@@ -73,6 +73,26 @@ def random_operands(M: int, K: int, N: int, recipe_a: str, recipe_b: str, gen: t
     return a, wq.t(), sa, sw.t()
 
 
+def block_operands(M: int, K: int, N: int, gen: torch.Generator, device=None,
+                   fp8_dtype: torch.dtype = torch.float8_e4m3fn):
+    """Block-wise operands ``(a, b, scale_a, scale_b)`` in which every scale is its own: x's 1 x 128
+    groups and w's 128 x 128 blocks scaled by powers of two from 2^-6 to 2^5 (a scale applied to
+    the wrong group or block shows as a large error), one group of x and one block of w all
+    zeros (their scales are the floor's); ``b`` is ``w.t()``. K and N must be multiples of 128."""
+    if K % 128 or N % 128:
+        raise ValueError(f"block-wise operands need K and N multiples of 128, got K={K}, N={N}")
+    device = DEVICE if device is None else device
+    groups = torch.exp2(torch.randint(-6, 6, (M, K // 128), generator=gen).float())
+    blocks = torch.exp2(torch.randint(-6, 6, (N // 128, K // 128), generator=gen).float())
+    x = torch.randn(M, K, generator=gen) * groups.repeat_interleave(128, 1)
+    w = torch.randn(N, K, generator=gen) * blocks.repeat_interleave(128, 0).repeat_interleave(128, 1)
+    x[M // 2, :128] = 0
+    w[-128:, -128:] = 0
+    a, sa = quantize(x.to(device), "1x128", fp8_dtype)
+    wq, sw = quantize(w.to(device), "128x128", fp8_dtype)
+    return a, wq.t(), sa, sw.t()
+
+
 # Rounding to the output dtype alone moves each element by up to half an ulp: 2^-8 of it in bf16,
 # 2^-11 in fp16. A single-element product can sit at that bound, so every tolerance starts from it.
 OUTPUT_ROUNDING = {torch.float32: 2.0 ** -24, torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}

@@ -951,19 +951,7 @@ def test_launches_refuse_block_wise_scales(kernel, gen, device):
         LAUNCHERS[kernel](ops, out, False)
 
 
-def block_operands(M, K, N, gen, device):
-    """Block-wise operands in which every scale is its own: x's 1 x 128 groups and w's 128 x 128
-    blocks scaled by powers of two from 2^-6 to 2^5 (a scale applied to the wrong group or block
-    shows as a large error), one group of x and one block of w all zeros; ``b`` is ``w.t()``."""
-    x = torch.randn(M, K, generator=gen) * torch.exp2(
-        torch.randint(-6, 6, (M, K // 128), generator=gen).float()).repeat_interleave(128, 1)
-    w = torch.randn(N, K, generator=gen) * torch.exp2(
-        torch.randint(-6, 6, (N // 128, K // 128), generator=gen).float()).repeat_interleave(128, 0).repeat_interleave(128, 1)
-    x[M // 2, :128] = 0
-    w[-128:, -128:] = 0
-    a, sa = fp8.quantize(x.to(device), "1x128")
-    wq, sw = fp8.quantize(w.to(device), "128x128")
-    return a, wq.t(), sa, sw.t()
+block_operands = checks.block_operands
 
 
 BLOCK_SHAPES = [(1, 256, 256), (97, 256, 384), (300, 4096, 512), (4097, 512, 256)]
@@ -979,7 +967,8 @@ def test_blockwise_kernel_matches_float64(M, K, N, gen, device):
     a, b, sa, sb = block_operands(M, K, N, gen, device)
     ref = fp8.reference_mm(a, b, sa, sb)
     ops = gemm.check_operands(a, b, sa, sb)
-    strided = gemm.check_operands(a, b, sa.t().contiguous().t(), sb.contiguous())
+    m_major = torch.empty_strided(sa.shape, (1, sa.shape[0]), device=device).copy_(sa)  # as cuBLAS wants it
+    strided = gemm.check_operands(a, b, m_major, sb.contiguous())
     assert strided.scale_a.stride() != sa.stride() and strided.scale_b.stride() != sb.stride()
     tiles, k_blocks = host.tile_count(M, N, ws_gluon.GLUON_BLOCK_CONFIGS[0].kwargs), K // 128
 

@@ -546,14 +546,29 @@ def block_scales(sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, stride
 
 
 @gluon.jit
+def blockwise_step(a_bufs, b_bufs, ready, empty, acc, total, it, sa, sb, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """One K step of ``blockwise_tile``: its ``wgmma``, waited for; its stage handed back; its sum
+    added into ``total`` times its scales ``sa`` (per row) and ``sb``."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    s = it % STAGES
+    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    a = a_bufs.index(s * GROUPS + GROUP)
+    acc = warpgroup_mma(a, b_bufs.index(s).permute((1, 0)), acc, use_acc=False, is_async=True)
+    acc, _, _ = warpgroup_mma_wait(0, deps=(acc, a, b_bufs.index(s)))
+    mbarrier.arrive(empty.index(s))
+    return acc, gl.fma(acc, (sa * sb)[:, None], total)
+
+
+@gluon.jit
 def blockwise_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
                    stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
     """``promoted_tile`` with block-wise scales (DeepSeek-V3's recipe): each K step is one block of
     128 values of K, and its sum goes into ``total`` times its scales, one per row for A's 1 x 128
-    groups and one for W's 128 x 128 block (the tile is 128 wide: one block). Each step's scales
-    are loaded two steps ahead, so that their latency hides under two ``wgmma``. K steps
+    groups and one for W's 128 x 128 block (the tile is 128 wide: one block). The loop takes two
+    steps at a time, each with its own scales, loaded two steps ahead into the registers just
+    used: their latency hides under two ``wgmma``, and nothing moves from one register to another
+    (a move would wait for its load; on the H200, 2 to 4% faster than one step at a time). K steps
     [k_first, k_first + k_steps) of the tile."""
-    STAGES: gl.constexpr = b_bufs.type.shape[0]
     rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
     nb = off_n // acc.type.shape[1]
     last = k_first + k_steps - 1
@@ -561,19 +576,16 @@ def blockwise_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_p
     sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
                             stride_sbk, stride_sbn)
     total = gl.zeros_like(acc)
-    for kk in range(k_steps):
-        s = it % STAGES
-        mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-        a = a_bufs.index(s * GROUPS + GROUP)
-        b = b_bufs.index(s).permute((1, 0))
-        acc = warpgroup_mma(a, b, acc, use_acc=False, is_async=True)
-        sa2, sb2 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 2, last), nb, M, stride_sam,
+    for kk in range(0, k_steps, 2):
+        acc, total = blockwise_step(a_bufs, b_bufs, ready, empty, acc, total, it, sa0, sb0, GROUP, GROUPS)
+        sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 2, last), nb, M, stride_sam,
                                 stride_sak, stride_sbk, stride_sbn)
-        acc, _, _ = warpgroup_mma_wait(0, deps=(acc, a, b_bufs.index(s)))
-        mbarrier.arrive(empty.index(s))
-        total = gl.fma(acc, (sa0 * sb0)[:, None], total)
-        sa0, sb0, sa1, sb1 = sa1, sb1, sa2, sb2
         it += 1
+        if kk + 1 < k_steps:
+            acc, total = blockwise_step(a_bufs, b_bufs, ready, empty, acc, total, it, sa1, sb1, GROUP, GROUPS)
+            sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 3, last), nb, M, stride_sam,
+                                    stride_sak, stride_sbk, stride_sbn)
+            it += 1
     return total, it
 
 

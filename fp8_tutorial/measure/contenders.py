@@ -51,7 +51,12 @@ class Problem:
     b: torch.Tensor
     scale_a: torch.Tensor | None
     scale_b: torch.Tensor | None
-    reference: torch.Tensor  # float64 (M, N)
+    reference: torch.Tensor  # float64 (M, N), or (len(rows), N): the rows ``rows`` of it
+    rows: torch.Tensor | None = None  # the rows of the output that ``reference`` holds; None: all
+
+    def checked(self, out: torch.Tensor) -> torch.Tensor:
+        """The rows of ``out`` that ``reference`` holds."""
+        return out if self.rows is None else out[self.rows]
 
     @property
     def flops(self) -> int:
@@ -62,8 +67,12 @@ class Problem:
         return shape_name(self.M, self.K, self.N)
 
 
-def make_problem(M: int, K: int, N: int, recipe: str, device=None, seed: int | None = None) -> Problem:
-    """Random inputs for one shape and recipe (fresh each call unless ``seed`` is given)."""
+def make_problem(M: int, K: int, N: int, recipe: str, device=None, seed: int | None = None,
+                 reference_rows: int | None = None) -> Problem:
+    """Random inputs for one shape and recipe (fresh each call unless ``seed`` is given). With
+    ``reference_rows``, the float64 reference holds at most that many rows of the output, evenly
+    spread (``Problem.rows``): on the largest problems the full float64 product takes longer than
+    everything else measured on them."""
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}: expected one of {', '.join(RECIPES)}")
     if recipe == "block" and (K % 128 or N % 128):
@@ -80,7 +89,11 @@ def make_problem(M: int, K: int, N: int, recipe: str, device=None, seed: int | N
     a, scale_a = quantize(x, gran_a)
     wq, scale_w = quantize(w, gran_b)
     b, scale_b = wq.t(), scale_w.t()  # (K, N) column-major; (1, N) or (K/128, N/128)
-    return Problem(M, K, N, recipe, a, b, scale_a, scale_b, reference_mm(a, b, scale_a, scale_b))
+    if reference_rows is None or reference_rows >= M:
+        return Problem(M, K, N, recipe, a, b, scale_a, scale_b, reference_mm(a, b, scale_a, scale_b))
+    rows = torch.linspace(0, M - 1, reference_rows, device=device).round().long().unique()
+    sub_a = scale_a if scale_a.numel() == 1 else scale_a[rows]
+    return Problem(M, K, N, recipe, a, b, scale_a, scale_b, reference_mm(a[rows], b, sub_a, scale_b), rows)
 
 
 @dataclass(frozen=True)

@@ -660,3 +660,23 @@ def probe_bits(probes: dict, label: str, methods=None):
            "j: the small products are 2^-j of the first", "fraction of the small products kept",
            grid="both", legend=dict(fontsize=8, loc="lower left"))
     return fig
+
+
+def blockwise_ratios(rows: list, shapes, label: str):
+    """Chapter 11: ``scaled_mm`` against cuBLAS block-wise on the weight shapes ``shapes`` ((N, K)
+    pairs), one line each, against M; the kernel harness (left) and calls back to back (right)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.8), sharey=True)
+    for ax, key, title in [(axes[0], "ratio", "kernel harness (L2 flushed)"),
+                           (axes[1], "api_ratio", "back to back, as a model calls it")]:
+        for n, k in shapes:
+            pts = sorted((r["M"], r[key]) for r in rows if (r["N"], r["K"]) == (n, k) and key in r)
+            if len(pts) > 1:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=f"N x K = {n} x {k}")
+        ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log", base=2)
+        finish(ax, title, "M (tokens)", "speed, x cuBLAS block-wise" if ax is axes[0] else "",
+               grid="both", legend=dict(fontsize=7) if ax is axes[0] else False)
+    fig.suptitle(f"Block-wise scaled_mm against cuBLAS block-wise ({label})", fontsize=10)
+    fig.tight_layout()
+    return fig
