@@ -752,6 +752,8 @@ GLUON_GROUPS = {"cooperative": 1, "pingpong": 1, "stacked": STACKED_GROUPS.value
 GLUON_WORKERS = {"cooperative": COOPERATIVE_WORKERS.value, "pingpong": PINGPONG_WORKERS.value,
                  "stacked": STACKED_WORKERS.value, "paired": PAIRED_WORKERS.value, "blockwise": PAIRED_WORKERS.value}
 _OTHER_WARPS = {kind: sum(-(-w // 4) * 4 for w in workers) for kind, workers in GLUON_WORKERS.items()}
+# The consumer warps each kernel takes, per group (4, a warp group, where a kind is not listed).
+GLUON_WARPS = {"cooperative": (4, 8)}
 _KEYS = WS_KEYS | {"KIND", "SPLIT", "STORE_N", "PROMOTE"}
 
 
@@ -840,7 +842,7 @@ def gluon_refuses(config: triton.Config, out_bytes: int = 2) -> str | None:
                        or (m // groups) & (m // groups - 1)):
         return (f"the {k['KIND']} kernel stacks {groups} consumer groups, each on BLOCK_M / {groups} rows (a block of "
                 f"A's descriptor): BLOCK_M must be {groups} times a power of two of at least 16, got {m!r}")
-    warps = (4, 8) if k["KIND"] == "cooperative" else (4,)
+    warps = GLUON_WARPS.get(k["KIND"], (4,))
     if config.num_warps not in warps:
         return (f"the {k['KIND']} kernel takes {' or '.join(map(str, warps))} consumer warps"
                 + (f" in each of its {groups} groups" if groups > 1 else "") + f", got num_warps={config.num_warps}")

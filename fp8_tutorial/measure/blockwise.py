@@ -149,3 +149,112 @@ def table(rows) -> str:
                      + f"| {r['cublas_api_us']:.1f} | {r['cublas_host_us']:.1f} | {r['api_ratio']:.2f}x "
                      f"| {r['rel_error']:.2e} | {r['cublas_rel_error']:.2e} |")
     return "\n".join(lines)
+
+
+# ---- the whole step: quantize the activations, then the GEMM -------------------------------------
+
+#: M of the step's cells: decode to prefill (cuBLAS block-wise refuses M = 1).
+STEP_MS = [16, 128, 1024, 4096]
+STEP_RESULTS = "blockwise_step"  # results/blockwise_step_<gpu>.json
+
+
+def step_cells(ms=STEP_MS) -> list[tuple[int, int, int]]:
+    """(M, K, N) of DeepSeek-V3's projections that block-wise scales cut (N a multiple of 128)."""
+    return [(M, K, N) for N, K in DEEPSEEK_SHAPES if N % 128 == 0 for M in ms]
+
+
+def _steps(x: torch.Tensor, p: C.Problem) -> dict:
+    """The step from bf16 activations ``x`` to a bf16 output, each way: ``quantize(x, "1x128")``
+    then ``scaled_mm``, which reads the scales through their strides; and the same quantization
+    then cuBLAS block-wise, whose activation scales must be M-major first (a transpose). The
+    weight ``p.b`` and its 128 x 128 block scales were quantized once, beforehand."""
+    from torch.nn.functional import ScalingType, scaled_mm as torch_scaled_mm
+
+    from .. import quantize, scaled_mm
+
+    def ours():
+        q, s = quantize(x, "1x128")
+        return scaled_mm(q, p.b, s, p.scale_b)
+
+    def cublas():
+        q, s = quantize(x, "1x128")
+        return torch_scaled_mm(q, p.b, s.t().contiguous().t(), ScalingType.BlockWise1x128, p.scale_b,
+                               ScalingType.BlockWise128x128, output_dtype=torch.bfloat16, use_fast_accum=False)
+
+    s = quantize(x, "1x128")[1]
+    return {"scaled_mm step": ours, "cuBLAS step": cublas, "quantize": lambda: quantize(x, "1x128"),
+            "transpose": lambda: s.t().contiguous()}
+
+
+def measure_step(shapes, reps: int = 20, calls: int = 50, rounds: int = 5, progress: bool = True) -> list[dict]:
+    """One record per cell: the microseconds of each step (``_steps``) in the kernel harness and
+    back to back, the quantization's and the transpose's alone in the harness, and each step's
+    error against float64 of the bf16 activations times the dequantized weight (both quantize
+    the activations the same way, so the errors should agree)."""
+    from ..quant import dequantize
+    from .bench import api_benchmark, benchmark
+
+    rows = []
+    for M, K, N in shapes:
+        p = C.make_problem(M, K, N, "block", reference_rows=1)  # its reference is not used
+        x = torch.randn(M, K, device=p.a.device, dtype=torch.bfloat16)
+        fns = _steps(x, p)
+        picked = torch.linspace(0, M - 1, min(M, REFERENCE_ROWS), device=x.device).round().long()
+        ref = x[picked].double() @ dequantize(p.b, p.scale_b, torch.float64)
+        row = dict(shape=C.shape_name(M, K, N), M=M, K=K, N=N)
+        for name in ("scaled_mm step", "cuBLAS step"):
+            row[f"{name} rel_error"] = rel_error(fns[name]()[picked], ref)
+        timed = benchmark(fns, reps=reps)
+        for name, r in timed.items():
+            row[f"{name} us"] = r.median_ms * 1e3
+        calls_timed = api_benchmark({k: fns[k] for k in ("scaled_mm step", "cuBLAS step")}, calls=calls,
+                                    rounds=rounds)
+        for name, r in calls_timed.items():
+            row[f"{name} api us"] = r.median_us
+        row["ratio"] = row["cuBLAS step us"] / row["scaled_mm step us"]
+        row["api_ratio"] = row["cuBLAS step api us"] / row["scaled_mm step api us"]
+        rows.append(row)
+        if progress:
+            print(f"{row['shape']:<17} step x{row['ratio']:.3f} cuBLAS's; back to back x{row['api_ratio']:.3f}",
+                  flush=True)
+        del p, x, fns
+        torch.cuda.empty_cache()
+    return rows
+
+
+def step_or_load(shapes, **kw) -> tuple[list[dict], str]:
+    """``measure_step`` now on a Hopper GPU (saved to ``results/blockwise_step_<gpu>.json``), else
+    the H200's records. Returns (records, where they come from)."""
+    from . import results
+    from .._env import DEVICE
+
+    if DEVICE.type == "cuda" and torch.cuda.get_device_capability()[0] == 9:
+        rows = measure_step(shapes, **kw)
+        path = results.save(STEP_RESULTS, rows)
+        return rows, f"measured now, saved to results/{path.name}"
+    saved = results.load(STEP_RESULTS)
+    return saved["records"], "recorded on " + results.provenance(saved)
+
+
+def step_table(rows) -> str:
+    """Markdown: per cell, the quantization and the transpose alone, each step in the kernel
+    harness and back to back (microseconds), the ratios, and both steps' errors."""
+    lines = ["| M x K x N | quantize, us | transpose, us | `scaled_mm` step, us | cuBLAS step, us | x cuBLAS "
+             "| back to back: `scaled_mm` step | cuBLAS step | x cuBLAS | rel. error | cuBLAS's |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['shape']} | {r['quantize us']:.1f} | {r['transpose us']:.1f} "
+                     f"| {r['scaled_mm step us']:.1f} | {r['cuBLAS step us']:.1f} | {r['ratio']:.2f}x "
+                     f"| {r['scaled_mm step api us']:.1f} | {r['cuBLAS step api us']:.1f} | {r['api_ratio']:.2f}x "
+                     f"| {r['scaled_mm step rel_error']:.2e} | {r['cuBLAS step rel_error']:.2e} |")
+    return "\n".join(lines)
+
+
+def step_summary(rows) -> dict:
+    """Geometric means of cuBLAS's step time over the book's, in the harness and back to back,
+    overall and at M <= 128; the largest share of the book's step the quantization takes."""
+    small = [r for r in rows if r["M"] <= 128]
+    return {"cells": len(rows), "gmean": _gmean(r["ratio"] for r in rows),
+            "api_gmean": _gmean(r["api_ratio"] for r in rows),
+            "gmean_m128": _gmean(r["ratio"] for r in small), "api_gmean_m128": _gmean(r["api_ratio"] for r in small),
+            "quantize_share": max((r["quantize us"] / r["scaled_mm step us"] for r in rows), default=math.nan)}
