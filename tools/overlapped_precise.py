@@ -7,11 +7,11 @@ no producer's warp group each thread may hold 255 registers, room for two tensor
 beside the float32 total, so step k's ``wgmma`` runs while step k - 1's sum is promoted. ptxas
 compiles it with 240 registers, no spills and no serialized ``wgmma`` (remark C7514).
 
-It is right (the same bits as the paired kernel, precise, on every shape checked) and slow: on the
-H200 it ran at 0.59x cuBLAS precise per tensor and 0.63x per row (geometric means over the
-reference cells), where the paired kernel ran 0.89x and 0.95x in the same run. The warps that
-issue the ``wgmma`` also wait for every stage and pass a CTA barrier each K step before they refill
-it; the producer of the warp-specialized kernels takes that off the tensor cores' path.
+It is right (the same bits as the paired kernel, precise, on all 128 launches checked) and slow: on
+the H200 it ran at 0.57x cuBLAS precise per tensor and 0.62x per row (geometric means over the
+reference cells), where the paired kernel ran 0.89x and 0.95x in the same run. Unlike in the
+warp-specialized kernels, the warps that issue the ``wgmma`` here also wait for every stage and pass
+a CTA barrier each K step before they refill it; what each of those costs was not measured apart.
 
 Saves ``results/overlapped_precise_<gpu>.json`` (a GPU is needed):
 
