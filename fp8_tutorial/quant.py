@@ -127,13 +127,42 @@ def _quantize_triton(x: torch.Tensor, granularity: str, dtype: torch.dtype):
     else:  # "128x128"
         scale = torch.empty((M // GROUP, K // GROUP), dtype=torch.float32, device=x.device)
         group_k, shared_rows, block_k, block_m = GROUP, True, GROUP, GROUP
+    # A problem seen before is launched directly, without Triton's per-call dispatch (_direct)
+    key = (granularity, dtype, x.dtype, M, K, x.stride(), x.data_ptr() % 16, x.device)
+    launch = _DIRECT.get(key)
+    if launch is not None:
+        launch(x, q, scale)
+        return q, scale
     grid = (triton.cdiv(M, block_m), triton.cdiv(K, group_k))
-    _k.quantize_groups_kernel[grid](
-        x, q, scale, M, K, group_k,
-        x.stride(0), x.stride(1), q.stride(0), scale.stride(0), scale.stride(1),
-        FP8_MAX=fmax, AMAX_FLOOR=AMAX_FLOOR, BLOCK_M=block_m, BLOCK_K=block_k,
-        SHARED_ROWS=shared_rows, ONE_PASS=group_k <= block_k, num_warps=8 if shared_rows else 4)
+    args = dict(M=M, K=K, GROUP_K=group_k, stride_xm=x.stride(0), stride_xk=x.stride(1), stride_qm=q.stride(0),
+                stride_sm=scale.stride(0), stride_sk=scale.stride(1), FP8_MAX=fmax, AMAX_FLOOR=AMAX_FLOOR,
+                BLOCK_M=block_m, BLOCK_K=block_k, SHARED_ROWS=shared_rows, ONE_PASS=group_k <= block_k)
+    compiled = _k.quantize_groups_kernel[grid](x, q, scale, **args, num_warps=8 if shared_rows else 4)
+    _direct(key, compiled, grid, args)
     return q, scale
+
+
+#: Direct launches of the group kernel by problem (granularity, dtypes, shape, strides, the input's
+#: alignment, device): everything its compiled code was specialized on, the output tensors being new
+#: allocations of fixed shapes (aligned as the caching allocator aligns every block).
+_DIRECT: dict = {}
+_DIRECT_KEPT = 256
+
+
+def _direct(key, compiled, grid, args) -> None:
+    """Keep a direct launch (``kernels.host.Direct``) of the kernel just compiled for ``key``: the
+    next call of the same problem skips Triton's dispatch (binding, specializing and hashing the
+    arguments), the larger part of a small quantization's host time. Only on a GPU with the Triton
+    whose launch layout ``Direct`` knows (``compat.DIRECT_LAUNCH``)."""
+    from .kernels.compat import DIRECT_LAUNCH
+    from .kernels.host import Direct
+
+    if not (DIRECT_LAUNCH and key[-1].type == "cuda" and hasattr(compiled, "run")):
+        return
+    if len(_DIRECT) >= _DIRECT_KEPT:
+        _DIRECT.clear()
+    _DIRECT[key] = Direct(_k.quantize_groups_kernel, compiled, key[-1]).launcher(grid, args,
+                                                                               ["x_ptr", "q_ptr", "s_ptr"])
 
 
 def quantize(x: torch.Tensor, granularity: str = "tensor", dtype: torch.dtype = torch.float8_e4m3fn,

@@ -7,6 +7,7 @@ import torch
 
 import fp8_tutorial as fp8
 from fp8_tutorial.quant import AMAX_FLOOR, FP8_MAX, _group_shape, _quantize_torch
+from fp8_tutorial.kernels import compat
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 # (mantissa bits, smallest subnormal exponent) of each format
@@ -223,3 +224,35 @@ def test_dequantize_bad_input():
             fp8.dequantize(q, empty)
     with pytest.raises(TypeError, match="float32 or torch.float64"):
         fp8.dequantize(q, torch.ones(()), torch.float16)
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="direct launches are for CUDA tensors")
+def test_direct_launches_give_the_references_bits():
+    """A problem's first call compiles and keeps a direct launch (``quant._DIRECT``); the calls
+    after it take that launch and give the torch reference's bits on fresh values, for every
+    granularity of the group kernel, odd shapes, an input off 16-byte alignment and a strided one."""
+    from fp8_tutorial import quant
+    quant._DIRECT.clear()
+    for granularity, (M, K) in [("row", (1, 7168)), ("row", (77, 1000)), ("1x128", (1, 128)),
+                                ("1x128", (300, 7168)), ("128x128", (256, 384))]:
+        for layout in ("contiguous", "offset", "strided"):
+            big = torch.empty(M, 2 * K + 1, device="cuda", dtype=torch.bfloat16)
+            x = {"contiguous": big[:, :K], "offset": big[:, 1:K + 1], "strided": big[:, ::2][:, :K]}[layout]
+            for call in range(3):
+                big.normal_()
+                big[:, :7] *= 100  # outliers in a few groups
+                q, s = fp8.quantize(x, granularity)
+                rq, rs = fp8.quantize(x, granularity, impl="torch")
+                what = (granularity, M, K, layout, call)
+                assert torch.equal(q.view(torch.uint8), rq.view(torch.uint8)) and torch.equal(s, rs), what
+    direct = len(quant._DIRECT)
+    assert direct == 15 or not compat.DIRECT_LAUNCH, direct  # one per problem, each then launched directly
+
+
+@pytest.mark.skipif(fp8.ON_GPU, reason="what happens without a GPU")
+def test_no_direct_launch_in_the_interpreter():
+    from fp8_tutorial import quant
+    quant._DIRECT.clear()
+    x = torch.randn(4, 256)
+    q, s = fp8.quantize(x, "1x128", impl="triton")
+    assert not quant._DIRECT and torch.equal(s, fp8.quantize(x, "1x128", impl="torch")[1])
