@@ -91,18 +91,24 @@ def measure(shapes, reps: int = 20, calls: int = 50, rounds: int = 5, progress: 
     return rows
 
 
-def or_load(shapes, **kw) -> tuple[list[dict], str]:
-    """``measure`` now on a Hopper GPU (saved to ``results/blockwise_<gpu>.json``), else the H200's
-    records. Returns (records, where they come from)."""
+def _measured_or_recorded(name: str, measure, shapes, **kw) -> tuple[list[dict], str]:
+    """``measure(shapes, **kw)`` now on a Hopper GPU (saved to ``results/<name>_<gpu>.json``),
+    else the H200's records of ``name``. Returns (records, where they come from)."""
     from . import results
     from .._env import DEVICE
 
     if DEVICE.type == "cuda" and torch.cuda.get_device_capability()[0] == 9:
         rows = measure(shapes, **kw)
-        path = results.save(RESULTS, rows)
+        path = results.save(name, rows)
         return rows, f"measured now, saved to results/{path.name}"
-    saved = results.load(RESULTS)
+    saved = results.load(name)
     return saved["records"], "recorded on " + results.provenance(saved)
+
+
+def or_load(shapes, **kw) -> tuple[list[dict], str]:
+    """``measure`` now on a Hopper GPU (saved to ``results/blockwise_<gpu>.json``), else the H200's
+    records. Returns (records, where they come from)."""
+    return _measured_or_recorded(RESULTS, measure, shapes, **kw)
 
 
 def _gmean(values) -> float:
@@ -225,15 +231,7 @@ def measure_step(shapes, reps: int = 20, calls: int = 50, rounds: int = 5, progr
 def step_or_load(shapes, **kw) -> tuple[list[dict], str]:
     """``measure_step`` now on a Hopper GPU (saved to ``results/blockwise_step_<gpu>.json``), else
     the H200's records. Returns (records, where they come from)."""
-    from . import results
-    from .._env import DEVICE
-
-    if DEVICE.type == "cuda" and torch.cuda.get_device_capability()[0] == 9:
-        rows = measure_step(shapes, **kw)
-        path = results.save(STEP_RESULTS, rows)
-        return rows, f"measured now, saved to results/{path.name}"
-    saved = results.load(STEP_RESULTS)
-    return saved["records"], "recorded on " + results.provenance(saved)
+    return _measured_or_recorded(STEP_RESULTS, measure_step, shapes, **kw)
 
 
 def step_table(rows) -> str:
