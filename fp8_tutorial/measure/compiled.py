@@ -85,7 +85,7 @@ def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "
                  for name, (ty, shape, dtype) in blocks.items()}
     signature.update(scale_a_ptr="*fp32", scale_b_ptr="*fp32", partials_ptr="*fp32", arrivals_ptr="*i32",
                      M="i32", N="i32", K="i32", WHOLE_TILES="i32", PIECES="i32")
-    if k["KIND"] == "blockwise":  # the block scales' strides, and the epilogue's ones
+    if k["KIND"].startswith("blockwise"):  # the block scales' strides, and the epilogue's ones
         signature.update(stride_sam="i32", stride_sak="i32", stride_sbk="i32", stride_sbn="i32", ones_ptr="*fp32")
     values = dict(GROUP_M=k["GROUP_M"], STAGES=config.num_stages, **flags, SPLIT=k["SPLIT"],
                   num_warps=config.num_warps, PROMOTE=k["PROMOTE"])
