@@ -1230,7 +1230,8 @@ def _check_forced_choice(cfg, M, K, N, recipes, precise, gen, device):
 @pytest.mark.parametrize("index", range(len(ws_gluon.GLUON_PRECISE_CONFIGS)))
 def test_precise_plans_launch_every_configuration_directly(index, gen, device):
     """As the test above, for the configurations precise problems are timed over."""
-    M, K, N = 700, 4096, 3000  # 144 tiles of 128 x 128: on 132 SMs the split configuration cuts 12
+    # 192 tiles of 128 x 128, 144 of 192 x 128: on 132 SMs each split configuration cuts the rest
+    M, K, N = 1000, 12288, 3000
     cfg = ws_gluon.fit_gluon_config(ws_gluon.GLUON_PRECISE_CONFIGS[index], 2)
     if cfg.kwargs["SPLIT"]:
         assert ws_gluon.gluon_plan(cfg, M, N, K, host.sm_count(device))[1] > 1, "the split tail is not exercised"

@@ -1,21 +1,22 @@
 """Three consumer groups with the registers they need: the stacked kernel (192 x 128 tiles, three
-warp groups of 64 x 128 and the producer's warp) for precise accumulation and for block-wise
-scales, each group given 160 registers by ``gl.warp_specialize``.
+warp groups of 64 x 128 and the producer's warp) for precise accumulation, and the same tile for
+block-wise scales.
 
 ptxas compiles a warp-specialized kernel for ``maxnreg`` (64K over its 512 threads: 128), but each
-partition's code after its ``setmaxnreg`` for the count that partition asks for: compiled for
-sm_90a, the package's stacked kernel (workers at 128) spills 216 bytes with precise accumulation,
-the same kernel with workers at 160 (so 168 for the default group, 24 for the producer, 512 in all)
-spills nothing. This run measures what that tile buys against the paired kernel (128 x 128, the
-package's precise and block-wise kernel) and cuBLAS, in the kernel harness, after checking both new
-kernels against float64 and bit for bit against the paired kernel (same K order, same promotion).
+partition's code after its ``setmaxnreg`` for the count that partition asks for. Compiled for
+sm_90a with precise accumulation, the stacked kernel as first written (workers asking 128) spills
+216 bytes; the package's (``ws_gluon.gluon_stacked_kernel``: workers at 160, so 168 for the default
+group and 24 for the producer, all 512 a lane has) spills nothing. This run measures what its tile
+buys against the paired kernel (128 x 128) and cuBLAS precise, in the kernel harness, after checking
+it, and ``gluon_blockwise3_kernel`` (the block-wise kernel on the same tile), against float64 and
+bit for bit against the paired kernels (same K order, same promotion).
 
     python3 tools/stacked_precise.py [compile]      # compile: ptxas's registers and spills only
+    python3 tools/stacked_precise.py block          # the block-wise cells alone, unchecked
 
-Saves ``$OUT/stacked_precise.json`` (default /tmp/out).
+Saves ``results/precise_stacked_<gpu>.json``: ``records`` in the form of ``precise_variants``'s
+(one per cell and configuration, ``accuracy.variants_table`` summarizes them) and ``block_records``.
 """
-import json
-import os
 import sys
 import time
 
@@ -29,11 +30,12 @@ from fp8_tutorial.kernels.ws_gluon import (STACKED_GROUPS, STACKED_WORKERS, _blo
 
 
 @gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
-def gluon_stacked160_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
+def gluon_stacked128_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
                             WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
                             ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
                             num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1):
-    """``ws_gluon.gluon_stacked_kernel`` with 160 registers for each worker consumer group."""
+    """``ws_gluon.gluon_stacked_kernel`` as first written: 128 registers for each worker consumer
+    group (precise accumulation spills)."""
     a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, STACKED_GROUPS)
     c_bufs = allocate_outputs(c_desc, b_desc, STACKED_GROUPS)
     gl.warp_specialize([
@@ -48,7 +50,7 @@ def gluon_stacked160_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, pa
                                  ROW_A, ROW_B, PRECISE, SPLIT, 2, STACKED_GROUPS, 4, PROMOTE)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
                      STACKED_GROUPS)),
-    ], STACKED_WORKERS, [160, 160, 24])
+    ], STACKED_WORKERS, [128, 128, 24])
 
 
 @gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
@@ -95,7 +97,8 @@ def check_kind(config, ops):
 
 
 W.check_kind = check_kind
-STACKED = {"stacked": gluon_stacked160_kernel}
+STACKED128 = {"stacked": gluon_stacked128_kernel}
+PAIRED, STACKED, SPILLING = "paired", "stacked, 160 registers a group", "stacked, 128 registers a group"
 G = W.make_gluon_config
 
 
@@ -103,11 +106,10 @@ def fit(c):
     return W.fit_gluon_config(c, 2)
 
 
-PRECISE = [("paired", fit(c), None) for c in W.GLUON_PRECISE_CONFIGS] + [
-    ("stacked160", fit(G("stacked", 192, 128, 128, 4, group_m=g, split=s)), STACKED)
-    for g, s in ((8, False), (16, False), (16, True))]
-BLOCK = [("paired", fit(c), None) for c in W.GLUON_BLOCK_CONFIGS] + [
-    ("stacked160", fit(G("blockwise3", 192, 128, 128, 4, group_m=g, split=s)), None)
+PRECISE = [(PAIRED if c.kwargs["KIND"] == "paired" else STACKED, fit(c), None) for c in W.GLUON_PRECISE_CONFIGS] + [
+    (SPILLING, fit(G("stacked", 192, 128, 128, 4, group_m=g)), STACKED128) for g in (8, 16)]
+BLOCK = [(PAIRED, fit(c), None) for c in W.GLUON_BLOCK_CONFIGS] + [
+    ("stacked", fit(G("blockwise3", 192, 128, 128, 4, group_m=g, split=s)), None)
     for g, s in ((8, False), (16, False), (16, True))]
 
 
@@ -132,28 +134,27 @@ def run(ops, cfg, kernels, out, num_sms=None, plan=None):
 
 
 def check(log):
-    """Both new kernels against float64 and against the paired kernel's bits, outputs poisoned."""
+    """The stacked kernel (precise) and the block-wise one on its tile, against float64 and against
+    the paired kernels' bits (unsplit: the same sums in the same order), outputs poisoned, with
+    all SMs, with 3 (programs walk many tiles) and with a split plan forced. Returns the failures."""
     from fp8_tutorial.checks import rel_error
     from fp8_tutorial.gemm import check_operands
     from fp8_tutorial.measure.contenders import make_problem
     bad = 0
-    cases = [(1, 128, 128), (200, 1024, 1000), (777, 4096, 3000), (2048, 12288, 3072)]
-    for M, K, N in cases:
+    for M, K, N in [(1, 256, 256), (200, 1024, 1000), (777, 4096, 3000), (2048, 12288, 3072)]:
         for recipe in ("tensor", "row", "block"):
-            if recipe == "block" and N % 128:
-                N2 = N // 128 * 128 or 128
-            else:
-                N2 = N
+            N2 = max(128, N // 128 * 128) if recipe == "block" else N  # block-wise: N a multiple of 128
             p = make_problem(M, K, N2, recipe, device="cuda")
             ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
             table = BLOCK if recipe == "block" else PRECISE
-            base = next(c for lab, c, k in table if lab == "paired" and not c.kwargs["SPLIT"])
-            ref_out = run(ops, base, None, torch.full((M, N2), float("nan"), dtype=torch.bfloat16, device="cuda"))
-            ref_err = rel_error(ref_out.float(), p.reference)
+            base = next(c for label, c, _ in table if label == PAIRED and not c.kwargs["SPLIT"])
+            paired = run(ops, base, None, torch.full((M, N2), float("nan"), dtype=torch.bfloat16, device="cuda"))
+            paired_error = rel_error(paired.float(), p.reference)
             for label, cfg, kernels in table:
-                if label == "paired":
+                if label == PAIRED:
                     continue
-                for num_sms, plan in ((None, None), (3, None)) + (((None, (0, 3)),) if cfg.kwargs["SPLIT"] else ()):
+                forced = ((None, (0, 3)),) if cfg.kwargs["SPLIT"] and K >= 384 else ()
+                for num_sms, plan in ((None, None), (3, None)) + forced:
                     out = torch.full((M, N2), float("nan"), dtype=torch.bfloat16, device="cuda")
                     try:
                         run(ops, cfg, kernels, out, num_sms, plan)
@@ -163,33 +164,37 @@ def check(log):
                         bad += 1
                         continue
                     err = rel_error(out.float(), p.reference)
-                    same = bool(torch.equal(out, ref_out))
-                    split = cfg.kwargs["SPLIT"] and (plan is not None or W.gluon_plan(cfg, M, N2, K, num_sms or 132)[1] > 1)
-                    ok = not torch.isnan(out).any().item() and err <= max(2 * ref_err, 1e-2) and (same or split)
+                    same = bool(torch.equal(out, paired))
+                    split = plan is not None or (cfg.kwargs["SPLIT"] and W.gluon_plan(cfg, M, N2, K, num_sms or 132)[1] > 1)
+                    ok = not torch.isnan(out).any().item() and err <= max(2 * paired_error, 1e-2) and (same or split)
                     bad += not ok
-                    log(f"{'ok  ' if ok else 'FAIL'} {label:<10} {W.describe_config(cfg)[:58]:<58} {M}x{K}x{N2} "
-                        f"{recipe:<6} sms={num_sms} plan={plan} err {err:.2e} (paired {ref_err:.2e}) "
+                    log(f"{'ok  ' if ok else 'FAIL'} {label[:20]:<20} {W.describe_config(cfg)[:58]:<58} "
+                        f"{M}x{K}x{N2} {recipe:<6} sms={num_sms} plan={plan} err {err:.2e} (paired {paired_error:.2e}) "
                         f"same bits: {same}")
     return bad
 
 
-def measure(log, save, reps=20):
+def measure(log, save, reps=20, precise=True):
+    """Every configuration on the reference cells (precise) and on DeepSeek-V3's projections at M =
+    128, 1024 and 4096 (block-wise), interleaved with cuBLAS in the kernel harness; ``save`` gets
+    the records after each cell."""
     from fp8_tutorial.checks import rel_error
     from fp8_tutorial.gemm import check_operands
     from fp8_tutorial.measure import bench
     from fp8_tutorial.measure.blockwise import DEEPSEEK_SHAPES
     from fp8_tutorial.measure.contenders import REGISTRY, SEED_SHAPES, make_problem
-    rows = []
-    cells = [(s, r) for s in SEED_SHAPES + [(8192, 8192, 8192)] for r in ("tensor", "row")]
-    cells += [((M, K, N), "block") for N, K in DEEPSEEK_SHAPES for M in (128, 1024, 4096)]
+    records, block_records = [], []
+    cells = [(s, r) for s in SEED_SHAPES + [(8192, 8192, 8192)] for r in ("tensor", "row")] if precise else []
+    # block-wise needs N a multiple of 128 (2112 is not)
+    cells += [((M, K, N), "block") for N, K in DEEPSEEK_SHAPES if N % 128 == 0 for M in (128, 1024, 4096)]
     for (M, K, N), recipe in cells:
         p = make_problem(M, K, N, recipe, device="cuda", reference_rows=1024)
         ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
-        base = "cuBLAS"
+        base = "cuBLAS precise"
         fns = {base: REGISTRY[f"cublas/{recipe}/precise"].build(p)}
         for label, cfg, kernels in (BLOCK if recipe == "block" else PRECISE):
             if cfg.kwargs["SPLIT"] and W.gluon_plan(cfg, M, N, K, 132)[1] == 1:
-                continue
+                continue  # its plan cuts no tile: the unsplit configuration
             out = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
             fns[f"{label}|{W.describe_config(cfg)}"] = (
                 lambda cfg, kernels, out: lambda: run(ops, cfg, kernels, out))(cfg, kernels, out)
@@ -197,48 +202,44 @@ def measure(log, save, reps=20):
         for name, fn in list(fns.items()):
             try:
                 errors[name] = rel_error(p.checked(fn()).float(), p.reference)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - reported, left out
                 log(f"{name} on {p.shape} {recipe}: {type(e).__name__}: {str(e)[:300]}")
                 del fns[name]
         timed = bench.benchmark(fns, flops=p.flops, reps=reps)
+        rows = []
         for name in fns:
-            family, _, config = name.partition("|")
-            rows.append(dict(shape=p.shape, recipe=recipe, family=family, config=config or family,
-                             tflops=timed[name].tflops, ratio=timed[name].tflops / timed[base].tflops,
-                             rel_error=errors[name]))
+            variant, _, config = name.partition("|")
+            rows.append(dict(shape=p.shape, recipe=recipe, variant=variant, config=config or variant,
+                             split=" split tail" in config, tflops=timed[name].tflops,
+                             ratio=timed[name].tflops / timed[base].tflops, rel_error=errors[name]))
+        (block_records if recipe == "block" else records).extend(rows)
         best = {}
-        for r in rows[-len(fns):]:
-            best[r["family"]] = max(best.get(r["family"], 0), r["ratio"])
+        for r in rows:
+            best[r["variant"]] = max(best.get(r["variant"], 0), r["ratio"])
         log(f"{p.shape:<17} {recipe:<6} cuBLAS {timed[base].tflops:6.0f} TFLOP/s  "
             + "  ".join(f"{k} x{v:.3f}" for k, v in best.items() if k != base))
-        save(rows)
+        save(records, block_records)
         del p, fns
         torch.cuda.empty_cache()
-    return rows
 
 
 if __name__ == "__main__":
     if "compile" in sys.argv:
         compile_all()
         sys.exit(0)
-    out_dir = os.environ.get("OUT", "/tmp/out")
-    os.makedirs(out_dir, exist_ok=True)
+    from fp8_tutorial.measure import results
+    t = time.time()
     lines = []
 
-    def log(s):
-        print(s, flush=True)
-        lines.append(s)
-    t = time.time()
-    state = dict(environment=dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
-                                  triton=__import__("triton").__version__), failed_checks=None, records=[], log=lines)
+    def log(line):
+        print(line, flush=True)
+        lines.append(line)
 
-    def save(rows):
-        state["records"] = rows
-        json.dump(state, open(os.path.join(out_dir, "stacked_precise.json"), "w"), indent=1)
-    state["failed_checks"] = bad = check(log)
+    def save(records, block_records):
+        return results.save("precise_stacked", records, block_records=block_records, failed_checks=bad, log=lines)
+    block_only = "block" in sys.argv
+    bad = 0 if block_only else check(log)
     log(f"checks: {bad} failed, {time.time() - t:.0f} s")
-    save([])
-    if bad == 0 or "anyway" in sys.argv:
-        measure(log, save)
-    log(f"done in {time.time() - t:.0f} s")
-    save(state["records"])
+    if bad == 0:
+        measure(log, save, precise=not block_only)
+    print("saved to", save([], []) if bad else results.path("precise_stacked", "h200"), f"in {time.time() - t:.0f} s")

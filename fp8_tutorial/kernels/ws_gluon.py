@@ -24,11 +24,12 @@ Four kernels, four ways to use more than one consumer warp group:
 - ``gluon_stacked_kernel`` (stacked): three consumer warp groups, each its own partition, each on
   its own 64 rows of a 192-row tile. Triton's blocks must be powers of two; three blocks of A's
   descriptor stacked make a tile that is not. With 16 warps counted in warp groups (the producer's
-  one warp is padded to a group), ptxas has 128 registers per thread for every partition
-  (``setmaxnreg`` moves registers at run time, not at compile time), so each group's accumulator
-  is 64 x 128;
+  one warp is padded to a group) every thread starts with 128 registers; ``setmaxnreg`` then
+  gives the producer 24, the two worker groups 160 each and the default group the 168 left, and
+  ptxas compiles each partition's code for its own count: room for precise accumulation's two
+  64 x 128 accumulators (with 128 registers a group they spill);
 - ``gluon_paired_kernel``: the stacked kernel with two groups, 128-row tiles; 12 warps in warp
-  groups leave 168 registers a thread, room for precise accumulation's two accumulators;
+  groups start with 168 registers a thread, room for precise accumulation's two accumulators;
 - ``gluon_pingpong_kernel``: two consumer warp groups, each on its own tiles (alternate ones), take
   turns through the one ring, so that one group's epilogue runs while the other's K loop does;
   ``turn`` barriers keep their K loops in order, and a group hands the turn on once it has issued
@@ -45,8 +46,8 @@ does the whole product: on the host a split plan costs what an unsplit one does.
 With PRECISE a consumer promotes the tensor cores' sum itself (``promoted_tile``): it waits for
 each K step's ``wgmma`` and adds its sum into a float32 total, the interval cuBLAS uses (chapter
 10). Two accumulators take twice the registers, so precise problems are timed over configurations
-of their own (``GLUON_PRECISE_CONFIGS``): the paired kernel's, 64 x 128 per consumer group, each
-group waiting and adding on its own while the other's ``wgmma`` run.
+of their own (``GLUON_PRECISE_CONFIGS``): the paired and stacked kernels', 64 x 128 per consumer
+group, each group waiting and adding on its own while the others' ``wgmma`` run.
 
 Block-wise scales (DeepSeek-V3's recipe: A in 1 x 128 groups, W in 128 x 128 blocks, each with
 its own scale) go to ``gluon_blockwise_kernel``: the paired kernel's tile and ring, whose
@@ -490,7 +491,9 @@ def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, parti
     """C = scale(A @ W^T), persistent, in tiles of three blocks of A's descriptor stacked along M
     (3 x 64 = 192 rows, a height that is not a power of two): one producer warp, and three consumer
     warp groups (the default partition, ``num_warps`` = 4, and two workers), each on its own block
-    of rows of every tile, with its own output buffers; the rest as in ``gluon_ws_kernel``."""
+    of rows of every tile, with its own output buffers; the rest as in ``gluon_ws_kernel``. The
+    workers ask for 160 registers a thread (the default group gets the 168 left): with 128, the
+    two accumulators of precise accumulation spill."""
     gl.static_assert(num_warps == 4, "each consumer group of the stacked kernel is one warp group")
     a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, STACKED_GROUPS)
     c_bufs = allocate_outputs(c_desc, b_desc, STACKED_GROUPS)
@@ -509,7 +512,7 @@ def gluon_stacked_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, parti
                                  PRECISE, SPLIT, 2, STACKED_GROUPS, 4, PROMOTE)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
                      STACKED_GROUPS)),
-    ], STACKED_WORKERS, [128, 128, 24])
+    ], STACKED_WORKERS, [160, 160, 24])
 
 
 @gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
@@ -730,13 +733,18 @@ GLUON_CONFIGS = [make_gluon_config("cooperative", 128, 256, 128, 3, group_m=16, 
                  make_gluon_config("cooperative", 128, 128, 128, 6, split=True),
                  make_gluon_config("stacked", 192, 128, 128, 4, split=True)]
 # With precise accumulation each consumer group holds two accumulators (the tensor cores' sum and
-# the float32 total): 64 x 128 of each per warp group fit in the paired kernel's 168 registers (the
-# stacked kernel's 128 spill). PROMOTE is 1 (128 values of K): chapter 10 measures that cuBLAS's
+# the float32 total): 64 x 128 of each per warp group fit in the paired kernel's 168 registers and
+# in the stacked kernel's 160. PROMOTE is 1 (128 values of K): chapter 10 measures that cuBLAS's
 # precise error is that interval's, and a longer one's is larger; it also times the other ways of
-# hiding the promotion that were tried (tools/precise_variants.py), on the H200.
+# hiding the promotion that were tried (tools/precise_variants.py, tools/stacked_precise.py), on the
+# H200: the paired kernel was the faster where M is 512 and on 1152 x 12288 x 3072, the stacked
+# kernel's 192-row tiles on the other reference shapes.
 GLUON_PRECISE_CONFIGS = [make_gluon_config("paired", 128, 128, 128, 5),
                          make_gluon_config("paired", 128, 128, 128, 5, group_m=16),
-                         make_gluon_config("paired", 128, 128, 128, 5, group_m=16, split=True)]
+                         make_gluon_config("paired", 128, 128, 128, 5, group_m=16, split=True),
+                         make_gluon_config("stacked", 192, 128, 128, 4),
+                         make_gluon_config("stacked", 192, 128, 128, 4, group_m=16),
+                         make_gluon_config("stacked", 192, 128, 128, 4, group_m=16, split=True)]
 # Block-wise scales (1 x 128 groups of A, 128 x 128 blocks of W): the paired kernel's tile and ring,
 # each K block promoted with its scales (``gluon_blockwise_kernel``).
 GLUON_BLOCK_CONFIGS = [make_gluon_config("blockwise", 128, 128, 128, 5),
@@ -789,8 +797,9 @@ def gluon_shared_bytes(config: triton.Config, out_bytes: int) -> int:
 def gluon_maxnreg(config: triton.Config) -> int:
     """The registers per thread to compile for: the register file (64K) is shared by the default
     partition's consumer warps, the producer's warp group and the other consumer groups (ping-pong:
-    one, stacked: two); the partitions then move registers among themselves with setmaxnreg, but
-    ptxas compiles every one of them for this count."""
+    one, stacked: two). Every thread starts with this count; each partition then moves to its own
+    with setmaxnreg (the producer down, the consumers up), and ptxas compiles each partition's code
+    for the count it moves to."""
     warps = config.num_warps + _OTHER_WARPS[config.kwargs["KIND"]]
     return min(255, 65536 // (32 * warps) // 8 * 8)
 
@@ -852,8 +861,9 @@ def gluon_refuses(config: triton.Config, out_bytes: int = 2) -> str | None:
                 + f" a multiple of 16 x num_warps ({16 * config.num_warps}), BLOCK_N at most 256 and BLOCK_K at "
                 f"least 32; got {k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']}")
     per_thread = rows * k["BLOCK_N"] // (32 * config.num_warps)
-    # ptxas compiles every partition for gluon_maxnreg's count; 40 beside the accumulator are what the
-    # cooperative 128 x 256 configuration has (128 + 40 = 168), and it does not spill
+    # every consumer partition gets at least gluon_maxnreg's count (setmaxnreg moves them up from it),
+    # so room counted from it is on the safe side; 40 beside the accumulator are what the cooperative
+    # 128 x 256 configuration has at 168 (128 + 40), and it does not spill
     room = gluon_maxnreg(config) - 40
     if per_thread > min(128, room):
         return (f"the accumulator would take {per_thread} registers per thread (at most {min(128, room)} of the "

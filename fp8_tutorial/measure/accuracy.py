@@ -285,12 +285,16 @@ def variants_summary(records) -> list[dict]:
     return out
 
 
-def variants_or_load() -> dict:
-    """The recorded run of ``tools/precise_variants.py`` (an experiment, not re-run with the chapter):
-    ``records`` and ``where`` they come from."""
+STACKED = "precise_stacked"  # results/precise_stacked_<gpu>.json: tools/stacked_precise.py
+
+
+def variants_or_load(name: str = VARIANTS) -> dict:
+    """The recorded run of ``tools/precise_variants.py`` (or, with ``name=STACKED``, of
+    ``tools/stacked_precise.py``: the stacked kernel's 192-row tile against the paired kernel's),
+    experiments not re-run with the chapter: ``records`` and ``where`` they come from."""
     from . import results
 
-    saved = _recorded(VARIANTS)
+    saved = _recorded(name)
     return dict(records=saved["records"], where="recorded on " + results.provenance(saved))
 
 
