@@ -138,3 +138,23 @@ def test_recorded_sweep_covers_every_cell():
         assert s["cells"] == 18, s
         assert s["rel_error"] <= base * 1.01, s
     assert max(accuracy.variants_summary(records), key=lambda s: s["gmean"])["variant"] == "paired"
+
+
+def test_recorded_stacked_run_covers_every_cell_and_checked_first():
+    """The H200's record of tools/stacked_precise.py: its checks passed before it timed anything;
+    the package's two precise kernels (paired, and stacked with 160 registers a group) and the
+    stacked kernel as first written on all 18 reference cells, each with cuBLAS precise's error or
+    less; the stacked kernel the faster on some cells and the paired one on others (the reason the
+    package keeps both)."""
+    from fp8_tutorial.measure import results
+
+    saved = results.load(accuracy.STACKED)
+    assert saved["failed_checks"] == 0
+    records = accuracy.variants_or_load(accuracy.STACKED)["records"]
+    base = max(r["rel_error"] for r in records if r["variant"] == "cuBLAS precise")
+    summary = {s["variant"]: s for s in accuracy.variants_summary(records)}
+    assert set(summary) == {"paired", "stacked, 160 registers a group", "stacked, 128 registers a group"}
+    for s in summary.values():
+        assert s["cells"] == 18 and s["rel_error"] <= base * 1.01, s
+    assert summary["paired"]["fastest_on"] > 0 and summary["stacked, 160 registers a group"]["fastest_on"] > 0
+    assert {r["variant"] for r in saved["block_records"]} >= {"cuBLAS precise", "paired", "stacked"}
