@@ -350,9 +350,9 @@ def add_up_pieces(c_desc, c_bufs, FIRST: gl.constexpr, partials_ptr, split_tile,
     order of arrival; scale it and store it through TMA, STORE_N columns at a time, each part built
     in one of the group's output buffers a few rows at a time (rows from M on are skipped: TMA clips
     them). The accumulator is live through it, so what it holds beside must be small: 16 rows at a
-    time, or 8 in the stacked kernel, whose groups have 128 registers each (ptxas spilled with 16
-    there, and with 8 or 32 in the cooperative kernel; 8 rows is the least a slice of the swizzled
-    buffer may have)."""
+    time, or 8 in the kernels of several groups (chosen when the stacked kernel's groups had 128
+    registers each, and ptxas spilled with 16 there; the cooperative kernel spilled with 8 or 32;
+    8 rows is the least a slice of the swizzled buffer may have)."""
     SUB_M: gl.constexpr = c_desc.block_type.shape[0]
     STORE_N: gl.constexpr = c_desc.block_type.shape[1]
     ROWS: gl.constexpr = 16 if GROUPS == 1 else 8
