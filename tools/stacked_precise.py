@@ -12,6 +12,7 @@ it, and ``gluon_blockwise3_kernel`` (the block-wise kernel on the same tile), ag
 bit for bit against the paired kernels (same K order, same promotion).
 
     python3 tools/stacked_precise.py [compile]      # compile: ptxas's registers and spills only
+    python3 tools/stacked_precise.py turned         # also the paired kernel with two sums in turn
     python3 tools/stacked_precise.py block          # the block-wise cells alone, unchecked, saved
                                                     # apart (results/precise_stacked_block_<gpu>.json)
 
@@ -26,9 +27,12 @@ import time
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup_mma, warpgroup_mma_wait
 
 from fp8_tutorial.kernels import ws_gluon as W
-from fp8_tutorial.kernels.ws_gluon import (STACKED_GROUPS, STACKED_WORKERS, _blockwise_consumer, _cooperative_consumer,
+from fp8_tutorial.kernels.ablation import _rebound
+from fp8_tutorial.kernels.ws_gluon import (PAIRED_GROUPS, PAIRED_WORKERS, STACKED_GROUPS, STACKED_WORKERS,
+                                           _blockwise_consumer, _cooperative_consumer,
                                            allocate_outputs, allocate_ring, load_ring)
 
 
@@ -83,6 +87,82 @@ def gluon_blockwise3_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, pa
     ], STACKED_WORKERS, [160, 160, 24])
 
 
+@gluon.jit
+def turned_step(a_bufs, b_bufs, ready, empty, cur, prev, total, it, kk, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """Ring position ``it`` (K step ``kk`` of a tile) into ``cur`` while step kk - 1's sum, in
+    ``prev``, is promoted: its ``wgmma`` is done once ``warpgroup_mma_wait(1)`` returns, and its
+    stage goes back to the producer (at a tile's first step prev holds zeros, no stage to free)."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    s = it % STAGES
+    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
+    a = a_bufs.index(s * GROUPS + GROUP)
+    cur = warpgroup_mma(a, b_bufs.index(s).permute((1, 0)), cur, use_acc=False, is_async=True)
+    cur, prev, _, _ = warpgroup_mma_wait(1, deps=(cur, prev, a, b_bufs.index(s)))
+    total += prev
+    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), pred=kk > 0)
+    return cur, gl.zeros_like(prev), total
+
+
+@gluon.jit
+def turned_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, GROUP: gl.constexpr, GROUPS: gl.constexpr,
+                handoff, HANDOFF: gl.constexpr, PROMOTE: gl.constexpr):
+    """``ws_gluon.promoted_tile`` with two tensor-core sums in turn, as ``tools/overlapped_precise.py``
+    has them: step k's ``wgmma`` runs while step k - 1's sum is added into ``total``, so a group's
+    tensor-core work does not drain at each promotion. Two steps a turn, both waited for at its end
+    (no accumulator in flight across the loop's back edge: ptxas would serialize, C7514); an odd
+    last step alone. The same sums in the same order as ``promoted_tile`` (PROMOTE is 1)."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    acc0 = gl.zeros_like(acc)  # the even steps' sums
+    acc1 = gl.zeros_like(acc)  # the odd steps'
+    total = gl.zeros_like(acc)
+    for kk in range(0, k_steps - 1, 2):
+        acc0, acc1, total = turned_step(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it + kk, kk, GROUP,
+                                        GROUPS)
+        acc1, acc0, total = turned_step(a_bufs, b_bufs, ready, empty, acc1, acc0, total, it + kk + 1, kk + 1,
+                                        GROUP, GROUPS)
+        acc0, acc1 = warpgroup_mma_wait(0, deps=(acc0, acc1))
+    if k_steps % 2 == 1:  # the odd last step: its sum moves to acc1, where a turn leaves the last
+        acc0, acc1, total = turned_step(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it + k_steps - 1,
+                                        k_steps - 1, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(0, deps=(acc0,))
+    total += acc1  # the tile's last step
+    it += k_steps
+    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES))
+    if HANDOFF:
+        mbarrier.arrive(handoff)
+    return total, it
+
+
+@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
+def gluon_paired232_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
+                           WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
+                           ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
+                           num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1):
+    """``ws_gluon.gluon_paired_kernel`` with 232 registers for the worker consumer group (248 left
+    for the default one): room for three 64 x 128 accumulators a group (``turned_tile``)."""
+    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, PAIRED_GROUPS)
+    c_bufs = allocate_outputs(c_desc, b_desc, PAIRED_GROUPS)
+    gl.warp_specialize([
+        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
+                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                                 ROW_A, ROW_B, PRECISE, SPLIT, 0, PAIRED_GROUPS, 4, PROMOTE)),
+        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
+                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                                 ROW_A, ROW_B, PRECISE, SPLIT, 1, PAIRED_GROUPS, 4, PROMOTE)),
+        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                     PAIRED_GROUPS)),
+    ], PAIRED_WORKERS, [232, 24])
+
+
+def _turned() -> dict:
+    """The paired kernel (232 registers) with ``turned_tile`` for its precise K loop."""
+    names = dict(vars(W), promoted_tile=turned_tile)
+    names["mma_tile"] = _rebound(W.mma_tile, names)
+    names["_cooperative_consumer"] = _rebound(W._cooperative_consumer, names)
+    return {"paired": _rebound(gluon_paired232_kernel, dict(globals(), **{
+        "_cooperative_consumer": names["_cooperative_consumer"]}))}
+
+
 def register_blockwise3():
     """Make ``blockwise3`` a kind ``ws_gluon.launch_gluon`` takes (its groups and workers the
     stacked kernel's), for this run only: ``tools/precise_variants.py`` imports this module
@@ -113,6 +193,8 @@ def fit(c):
 
 PRECISE = [(PAIRED if c.kwargs["KIND"] == "paired" else STACKED, fit(c), None) for c in W.GLUON_PRECISE_CONFIGS] + [
     (SPILLING, fit(G("stacked", 192, 128, 128, 4, group_m=g)), STACKED128) for g in (8, 16)]
+# with ``turned`` on the command line (not in the recorded run): the paired kernel, two sums in turn
+TURNED = [("paired, two sums in turn", fit(G("paired", 128, 128, 128, 5, group_m=g)), _turned()) for g in (8, 16)]
 BLOCK = [(PAIRED, fit(c), None) for c in W.GLUON_BLOCK_CONFIGS] + [
     ("stacked", fit(G("blockwise3", 192, 128, 128, 4, group_m=g, split=s)), None)
     for g, s in ((8, False), (16, False), (16, True))]
@@ -121,7 +203,7 @@ BLOCK = [(PAIRED, fit(c), None) for c in W.GLUON_BLOCK_CONFIGS] + [
 def compile_all():
     from fp8_tutorial.measure import compiled
     register_blockwise3()
-    for label, cfg, kernels in PRECISE + BLOCK:
+    for label, cfg, kernels in PRECISE + TURNED + BLOCK:
         kind = cfg.kwargs["KIND"]
         kernel = (kernels or W.GLUON_KERNELS)[kind]
         flag_sets = [dict(ROW_A=False, ROW_B=False, PRECISE=True)] if kind.startswith("blockwise") else [
@@ -152,7 +234,7 @@ def check(log):
             N2 = max(128, N // 128 * 128) if recipe == "block" else N  # block-wise: N a multiple of 128
             p = make_problem(M, K, N2, recipe, device="cuda")
             ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
-            table = BLOCK if recipe == "block" else PRECISE
+            table = BLOCK if recipe == "block" else PRECISE + (TURNED if "turned" in sys.argv else [])
             base = next(c for label, c, _ in table if label == PAIRED and not c.kwargs["SPLIT"])
             paired = run(ops, base, None, torch.full((M, N2), float("nan"), dtype=torch.bfloat16, device="cuda"))
             paired_error = rel_error(paired.float(), p.reference)
@@ -200,7 +282,8 @@ def measure(log, save, reps=20, precise=True):
         ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
         base = "cuBLAS precise"
         fns = {base: REGISTRY[f"cublas/{recipe}/precise"].build(p)}
-        for label, cfg, kernels in (BLOCK if recipe == "block" else PRECISE):
+        for label, cfg, kernels in (BLOCK if recipe == "block" else
+                                    PRECISE + (TURNED if "turned" in sys.argv else [])):
             if cfg.kwargs["SPLIT"] and W.gluon_plan(cfg, M, N, K, 132)[1] == 1:
                 continue  # its plan cuts no tile: the unsplit configuration
             out = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
