@@ -31,33 +31,21 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup
 
 from fp8_tutorial.kernels import ws_gluon as W
 from fp8_tutorial.kernels.ablation import _rebound
-from fp8_tutorial.kernels.ws_gluon import (PAIRED_GROUPS, PAIRED_WORKERS, STACKED_GROUPS, STACKED_WORKERS,
-                                           _blockwise_consumer, _cooperative_consumer,
-                                           allocate_outputs, allocate_ring, load_ring)
+from fp8_tutorial.kernels.ws_gluon import (STACKED_GROUPS, STACKED_WORKERS, _blockwise_consumer, allocate_outputs,
+                                           allocate_ring, load_ring)
 
 
-@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
-def gluon_stacked128_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
-                            WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
-                            ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
-                            num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1):
-    """``ws_gluon.gluon_stacked_kernel`` as first written: 128 registers for each worker consumer
-    group (precise accumulation spills)."""
-    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, STACKED_GROUPS)
-    c_bufs = allocate_outputs(c_desc, b_desc, STACKED_GROUPS)
-    gl.warp_specialize([
-        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
-                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
-                                 ROW_A, ROW_B, PRECISE, SPLIT, 0, STACKED_GROUPS, 4, PROMOTE)),
-        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
-                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
-                                 ROW_A, ROW_B, PRECISE, SPLIT, 1, STACKED_GROUPS, 4, PROMOTE)),
-        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
-                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
-                                 ROW_A, ROW_B, PRECISE, SPLIT, 2, STACKED_GROUPS, 4, PROMOTE)),
-        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
-                     STACKED_GROUPS)),
-    ], STACKED_WORKERS, [128, 128, 24])
+def asking(kernel, registers: str, wanted: str, names: dict | None = None):
+    """A copy of the package's Gluon ``kernel`` whose partitions ask for the registers ``wanted``
+    where it asks for ``registers`` (the list ``gl.warp_specialize`` takes, as it stands in the
+    source: a literal, which ``ablation._rebound`` cannot replace); its other global names from
+    ``ws_gluon``, or ``names``."""
+    copy = _rebound(kernel, dict(vars(W), **(names or {})))
+    old, new = f"], {registers})", f"], {wanted})"
+    if copy.src.count(old) != 1:
+        raise ValueError(f"{kernel.fn.__name__} does not end its gl.warp_specialize with {old!r}")
+    copy._unsafe_update_src(copy.src.replace(old, new))
+    return copy
 
 
 @gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
@@ -133,34 +121,14 @@ def turned_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, GROUP: gl.conste
     return total, it
 
 
-@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
-def gluon_paired232_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
-                           WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
-                           ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
-                           num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1):
-    """``ws_gluon.gluon_paired_kernel`` with 232 registers for the worker consumer group (248 left
-    for the default one): room for three 64 x 128 accumulators a group (``turned_tile``)."""
-    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, PAIRED_GROUPS)
-    c_bufs = allocate_outputs(c_desc, b_desc, PAIRED_GROUPS)
-    gl.warp_specialize([
-        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
-                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
-                                 ROW_A, ROW_B, PRECISE, SPLIT, 0, PAIRED_GROUPS, 4, PROMOTE)),
-        (_cooperative_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr,
-                                 scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
-                                 ROW_A, ROW_B, PRECISE, SPLIT, 1, PAIRED_GROUPS, 4, PROMOTE)),
-        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
-                     PAIRED_GROUPS)),
-    ], PAIRED_WORKERS, [232, 24])
-
-
 def _turned() -> dict:
-    """The paired kernel (232 registers) with ``turned_tile`` for its precise K loop."""
+    """The paired kernel with ``turned_tile`` for its precise K loop, its worker group asking 232
+    registers (248 are left for the default one): room for three 64 x 128 accumulators a group."""
     names = dict(vars(W), promoted_tile=turned_tile)
     names["mma_tile"] = _rebound(W.mma_tile, names)
     names["_cooperative_consumer"] = _rebound(W._cooperative_consumer, names)
-    return {"paired": _rebound(gluon_paired232_kernel, dict(globals(), **{
-        "_cooperative_consumer": names["_cooperative_consumer"]}))}
+    return {"paired": asking(W.gluon_paired_kernel, "PAIRED_WORKERS, [168, 24]", "PAIRED_WORKERS, [232, 24]",
+                             {"_cooperative_consumer": names["_cooperative_consumer"]})}
 
 
 def register_blockwise3():
@@ -182,7 +150,9 @@ def register_blockwise3():
     W.check_kind = check_kind
 
 
-STACKED128 = {"stacked": gluon_stacked128_kernel}
+# the stacked kernel as first written: 128 registers for each worker group (precise accumulation spills)
+STACKED128 = {"stacked": asking(W.gluon_stacked_kernel, "STACKED_WORKERS, [160, 160, 24]",
+                                "STACKED_WORKERS, [128, 128, 24]")}
 PAIRED, STACKED, SPILLING = "paired", "stacked, 160 registers a group", "stacked, 128 registers a group"
 G = W.make_gluon_config
 
