@@ -32,7 +32,7 @@ from typing import Callable
 
 import torch
 
-from .kernels import persistent, tiled, tma, ws, ws_gluon
+from .kernels import persistent, swapped, tiled, tma, ws, ws_gluon
 from .kernels.host import Operands, epilogue_scales_only
 from .quant import FP8_DTYPES, dequantize
 
@@ -174,6 +174,11 @@ register_kernel("ws", ws.launch_ws, tma.tma_takes, priority=7)
 # within a percent on the others (chapter 08's table). Elsewhere it refuses, and "auto" says why.
 register_kernel("gluon", ws_gluon.launch_gluon, ws_gluon.gluon_takes, priority=13,
                 prepare=ws_gluon.prepare_gluon)
+# First of all where M is at most 64 (it refuses more): the operands swapped, the weight's rows on
+# the tensor cores' tall side, K cut into pieces; ahead of cuBLAS and the Gluon kernels on every
+# such cell timed on the H200, block-wise and per row, fast and precise (chapter 11's table).
+register_kernel("swapped", swapped.launch_swapped, swapped.swapped_takes, priority=14,
+                prepare=swapped.prepare_swapped)
 
 
 def _choose(ops: Operands, out: torch.Tensor) -> tuple[str, dict[str, str]]:

@@ -7,7 +7,7 @@ import torch
 
 import fp8_tutorial as fp8
 from fp8_tutorial import checks, gemm
-from fp8_tutorial.kernels import host, persistent, tiled, tma, ws, ws_gluon
+from fp8_tutorial.kernels import host, persistent, swapped, tiled, tma, ws, ws_gluon
 from fp8_tutorial.measure import contenders as C
 from fp8_tutorial.measure import schedule
 from fp8_tutorial.kernels.persistent import _streamk_first_program
@@ -120,14 +120,15 @@ def test_auto_never_refuses_a_valid_input(gen, device):
 
 @pytest.mark.parametrize("K,expected", [(32, "tma"), (13, "persistent")])
 def test_auto_picks_the_first_kernel_that_takes_the_input(K, expected, gen, device, monkeypatch):
-    """Gluon first on a Hopper GPU, else TMA; where the 16-byte rule fails (rows of 13 bytes), the
-    persistent kernel."""
+    """Above the swapped kernel's M (tests/test_swapped.py has its own): Gluon first on a Hopper
+    GPU, else TMA; where the 16-byte rule fails (rows of 13 bytes), the persistent kernel."""
     calls = []
     for name, k in list(gemm.KERNELS.items()):
         monkeypatch.setitem(gemm.KERNELS, name, gemm.Kernel(
             name, lambda o, out, p, k=k: calls.append(k.name) or k.run(o, out, p), k.refuses, k.priority))
-    a, b, sa, sb = operands(16, K, 16, "row", "row", gen, device)
-    if ws_gluon.gluon_takes(gemm.check_operands(a, b, sa, sb), torch.empty(16, 16, dtype=torch.bfloat16, device=device)) is None:
+    M = swapped.MAX_M + 1
+    a, b, sa, sb = operands(M, K, 16, "row", "row", gen, device)
+    if ws_gluon.gluon_takes(gemm.check_operands(a, b, sa, sb), torch.empty(M, 16, dtype=torch.bfloat16, device=device)) is None:
         expected = "gluon"
     name, refused = gemm.choose(a, b, sa, sb)
     assert name == expected and all(gemm.KERNELS[k].priority > gemm.KERNELS[name].priority for k in refused)
@@ -390,9 +391,12 @@ def test_gluon_needs_a_gpu(device):
         ws_gluon.launch_gluon(ops, out, False)
     with pytest.raises(ValueError, match="interpreter cannot run Gluon"):
         fp8.scaled_mm(a, b, sa, sb, kernel="gluon")
-    chosen, refused = gemm.choose(a, b, sa, sb)  # ranked first, it is passed over, and "auto" says why
-    assert max(gemm.KERNELS.values(), key=lambda k: k.priority).name == "gluon"
-    assert chosen == "tma" and "interpreter cannot run Gluon" in refused["gluon"]
+    ranked = sorted(gemm.KERNELS.values(), key=lambda k: -k.priority)
+    assert [k.name for k in ranked[:3]] == ["swapped", "gluon", "tma"]
+    assert gemm.choose(a, b, sa, sb)[0] == "swapped"  # M = 8: the swapped kernel, ranked first
+    tall = a.repeat(swapped.MAX_M // a.shape[0] + 1, 1)
+    chosen, refused = gemm.choose(tall, b, sa, sb)  # past its M, gluon is passed over and "auto" says why
+    assert chosen == "tma" and "interpreter cannot run Gluon" in refused["gluon"] and "M up to" in refused["swapped"]
 
 
 def test_gluon_refuses_what_it_was_not_checked_on(device):
@@ -871,11 +875,12 @@ def test_expanded_operands_go_through_pointers(gen, device):
     """An expanded A (row stride 0) is valid input; TMA wants distinct rows, so "auto" runs the
     persistent kernel."""
     a, b, sa, sb = operands(1, 64, 24, "tensor", "tensor", gen, device)
-    a = a.expand(16, 64)
-    name, refused = gemm.choose(a, b, sa, sb)
-    assert name == "persistent" and "row stride 0" in refused["tma"]
-    out = fp8.scaled_mm(a, b, sa, sb)
-    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+    for rows, expected in [(16, "swapped"), (swapped.MAX_M + 1, "persistent")]:  # swapped takes pointers
+        expanded = a.expand(rows, 64)
+        name, refused = gemm.choose(expanded, b, sa, sb)
+        assert name == expected and (expected == "swapped" or "row stride 0" in refused["tma"])
+        out = fp8.scaled_mm(expanded, b, sa, sb)
+        assert fp8.rel_error(out, fp8.reference_mm(expanded, b, sa, sb)) < tolerance(torch.bfloat16, False)
 
 
 SPLIT_SHAPES = [(1, 1, 1), (7, 13, 5), (40, 304, 72), (97, 257, 131)] + \

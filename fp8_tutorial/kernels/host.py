@@ -134,6 +134,8 @@ def config_dict(config: triton.Config) -> dict:
 
 
 def describe_config(config: triton.Config | dict) -> str:
+    if hasattr(config, "describe"):  # a kernel family's own configuration (swapped.SwappedConfig)
+        return config.describe()
     k = config_dict(config) if isinstance(config, triton.Config) else config
     return ((f"{k['KIND']}, " if "KIND" in k else "") + f"{k['BLOCK_M']}x{k['BLOCK_N']}x{k['BLOCK_K']} tiles, "
             f"GROUP_M {k['GROUP_M']}, {k['num_warps']} warps, {k['num_stages']} stages"
