@@ -15,7 +15,7 @@ from fp8_tutorial.kernels import swapped as S
 E5M2 = torch.float8_e5m2
 RECIPES = [("tensor", "tensor"), ("row", "row"), ("tensor", "row"), ("row", "tensor")]
 # Odd M up to the kernel's limit, K and N that no tile divides; the GPU adds projection-sized ones.
-SHAPES = [(1, 13, 5), (7, 100, 65), (33, 257, 131), (64, 300, 70), (5, 96, 40)]  # TMA takes K = 96
+SHAPES = [(1, 13, 5), (7, 100, 65), (33, 257, 131), (64, 300, 70)]
 BLOCK_SHAPES = [(1, 256, 256), (5, 384, 256), (33, 256, 384), (64, 512, 128)]
 if fp8.ON_GPU:
     SHAPES += [(3, 1000, 1000), (64, 7168, 4096)]
@@ -24,17 +24,13 @@ if fp8.ON_GPU:
 
 def configs(M, N, K, block):
     """Unsplit and split: the interpreter's tile, once whole and once cut in three; on a GPU, the
-    first candidate and the one with the most pieces. Each through pointers and, where K makes rows
-    of a multiple of 16 bytes, through TMA as well."""
-    tma = K % 16 == 0
+    first candidate and the one with the most pieces."""
     if not fp8.ON_GPU:
         base = S.interpreter_config(M, N, K, block)
         k_blocks = -(-K // base.BLOCK_K)
-        out = [dataclasses.replace(base, SPLIT=1), dataclasses.replace(base, SPLIT=min(3, k_blocks))]
-    else:
-        cands = [c for c in S.candidates(M, N, K, host.sm_count(torch.device("cuda")), block) if not c.TMA]
-        out = [cands[0], max(cands, key=lambda c: c.SPLIT)]
-    return out + ([dataclasses.replace(c, TMA=True) for c in out] if tma else [])
+        return [dataclasses.replace(base, SPLIT=1), dataclasses.replace(base, SPLIT=min(3, k_blocks))]
+    cands = S.candidates(M, N, K, host.sm_count(torch.device("cuda")), block)
+    return [cands[0], max(cands, key=lambda c: c.SPLIT)]
 
 
 def run(ops, precise, cfg, M, N, out_dtype=torch.bfloat16):
@@ -128,7 +124,6 @@ def test_auto_runs_it_up_to_its_largest_m(gen, device):
     (dict(num_warps=2), "num_warps must be 4 or 8"),
     (dict(BLOCK_K=64), "BLOCK_K = 128"),
     (dict(BLOCK_N=256), "BLOCK_N divides 128"),
-    (dict(TMA=1), "TMA must be True or False"),
 ])
 def test_bad_configurations_are_refused(bad, match, gen, device):
     a, b, sa, sb = checks.block_operands(4, 256, 256, gen, device)
@@ -177,7 +172,7 @@ def test_plans_launch_the_swapped_kernel_directly(recipes, M, K, N, gen, device)
     out = torch.empty(M, N, dtype=torch.bfloat16, device=device)
     for precise in (False, True):
         key = S.choice_key(ops, out, precise)
-        for cfg in S.candidates(M, N, K, host.sm_count(device), block, tma=True):
+        for cfg in S.candidates(M, N, K, host.sm_count(device), block):
             S.CHOICES[key] = cfg
             gemm.PLANS.clear()
             for _ in range(3):
@@ -189,24 +184,3 @@ def test_plans_launch_the_swapped_kernel_directly(recipes, M, K, N, gen, device)
             plan = gemm.plan_of(a, b, sa, sb, precise=precise, out=out)
             assert plan.kernel == "swapped" and plan.config is cfg
         del S.CHOICES[key]
-
-
-def test_tma_loads_refuse_what_tma_cannot_read(gen, device):
-    """A configuration that loads through TMA, given operands TMA cannot read: a clear error, and
-    the pointers' configuration takes them; where TMA can, both give the same bits."""
-    M, K, N = 9, 256, 128
-    a, b, sa, sb = checks.random_operands(M, K + 16, N, "row", "row", gen, device)
-    base = S.SwappedConfig(32, 16, 32, 2, 1)
-    tma = dataclasses.replace(base, TMA=True)
-    aligned = gemm.check_operands(a, b, sa, sb)
-    assert S.swapped_tma_refuses(aligned) is None
-    assert torch.equal(run(aligned, True, tma, M, N), run(aligned, True, base, M, N))
-    for a_, b_, match in [(a[:, 1:K + 1], b[1:K + 1], "16-byte aligned data"),
-                          (a[:1].expand(M, -1), b, "distinct rows")]:
-        ops = gemm.check_operands(a_, b_, sa, sb)
-        with pytest.raises(ValueError, match=match):
-            run(ops, True, tma, M, N)
-        assert fp8.rel_error(run(ops, True, base, M, N), fp8.reference_mm(a_, b_, sa, sb)) < \
-            checks.tolerance(torch.bfloat16, True)
-    assert not any(c.TMA for c in S.candidates(16, 4096, 7168, 132, False))
-    assert {c.TMA for c in S.candidates(16, 4096, 7168, 132, False, tma=True)} == {False, True}

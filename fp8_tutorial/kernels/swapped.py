@@ -26,18 +26,17 @@ from .._env import ON_GPU
 from .common import mma
 from .compat import DIRECT_LAUNCH
 from .host import Direct, Launch, Operands, PlanWorkspace, capability, fastest, forget_workspace, sm_count, workspace
-from .tma import rows_refused, zero_row_stride
 
 
 @triton.jit
 def swapped_kernel(
-    a_src, b_src, c_ptr, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr,
+    a_ptr, b_ptr, c_ptr, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr,
     M, N, K, SPLIT,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     stride_sam, stride_sak, stride_sbk, stride_sbn,
     BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr,
     ROW_A: tl.constexpr, ROW_B: tl.constexpr, BLOCKWISE: tl.constexpr, PRECISE: tl.constexpr,
-    EVEN_K: tl.constexpr, STAGES: tl.constexpr, TMA: tl.constexpr,
+    EVEN_K: tl.constexpr, STAGES: tl.constexpr,
 ):
     """Program (n, t, piece): output columns [n * BLOCK_N, + BLOCK_N) (W's rows) for tokens
     [t * BLOCK_T, + BLOCK_T) (A's rows), over piece ``piece`` of SPLIT equal shares of the K blocks.
@@ -45,9 +44,7 @@ def swapped_kernel(
     With SPLIT > 1 each piece's tile goes to its slot of ``partials`` (SPLIT slots per tile) and
     is counted in ``arrivals`` (one count per tile, zero before the launch and after it); the last
     piece to arrive sums the slots in piece order, so the result does not depend on who came last.
-    BLOCKWISE: BLOCK_K is 128, one block of the scales, and BLOCK_N divides 128 (one weight block).
-    ``a_src`` and ``b_src`` are A's and B's pointers, or with TMA host-side descriptors of A (M, K)
-    and of W = B^T (N, K), whose boxes past an edge come back zero-filled."""
+    BLOCKWISE: BLOCK_K is 128, one block of the scales, and BLOCK_N divides 128 (one weight block)."""
     pid_n = tl.program_id(0)
     pid_t = tl.program_id(1)
     piece = tl.program_id(2)
@@ -57,18 +54,15 @@ def swapped_kernel(
     ns = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # W's rows: the output's columns
     ts = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)  # A's rows: the output's rows
     ks = tl.arange(0, BLOCK_K)
-    if not TMA:  # rows past the edge wrap around (their results are never stored); K past it is masked
-        w_ptrs = b_src + (ns % N)[:, None].to(tl.int64) * stride_bn + (k_first * BLOCK_K + ks)[None, :] * stride_bk
-        x_ptrs = a_src + (ts % M)[:, None].to(tl.int64) * stride_am + (k_first * BLOCK_K + ks)[None, :] * stride_ak
+    # rows past the edge wrap around (their results are never stored); K past the edge is masked
+    w_ptrs = b_ptr + (ns % N)[:, None].to(tl.int64) * stride_bn + (k_first * BLOCK_K + ks)[None, :] * stride_bk
+    x_ptrs = a_ptr + (ts % M)[:, None].to(tl.int64) * stride_am + (k_first * BLOCK_K + ks)[None, :] * stride_ak
     if BLOCKWISE:
         sx_ptrs = scale_a_ptr + (ts % M) * stride_sam + k_first * stride_sak  # the tokens' 1 x 128 groups
         sw_ptr = scale_b_ptr + (pid_n * BLOCK_N // 128) * stride_sbn + k_first * stride_sbk  # one block
     acc = tl.zeros((BLOCK_N, BLOCK_T), dtype=tl.float32)
     for k in tl.range(k_first, k_last, num_stages=STAGES):
-        if TMA:
-            w = b_src.load([pid_n * BLOCK_N, k * BLOCK_K])
-            x = a_src.load([pid_t * BLOCK_T, k * BLOCK_K])
-        elif EVEN_K:
+        if EVEN_K:
             w = tl.load(w_ptrs)
             x = tl.load(x_ptrs)
         else:
@@ -81,9 +75,8 @@ def swapped_kernel(
             sw_ptr += stride_sbk
         else:
             acc = mma(w, x, acc, BLOCK_K, PRECISE)
-        if not TMA:
-            w_ptrs += BLOCK_K * stride_bk
-            x_ptrs += BLOCK_K * stride_ak
+        w_ptrs += BLOCK_K * stride_bk
+        x_ptrs += BLOCK_K * stride_ak
     done = SPLIT == 1
     if SPLIT > 1:
         tile = pid_t * tl.num_programs(0) + pid_n
@@ -124,8 +117,7 @@ MAX_SPLIT = 64
 @dataclasses.dataclass(frozen=True)
 class SwappedConfig:
     """One way to run ``swapped_kernel``: its tile (BLOCK_N weight rows by BLOCK_T tokens, BLOCK_K
-    deep), the pieces each tile's K loop is cut into, the stages of its load pipeline, its warps,
-    and whether its operands are loaded through TMA descriptors or through pointers."""
+    deep), the pieces each tile's K loop is cut into, the stages of its load pipeline and its warps."""
 
     BLOCK_N: int
     BLOCK_T: int
@@ -133,12 +125,10 @@ class SwappedConfig:
     SPLIT: int = 1
     STAGES: int = 4
     num_warps: int = 4
-    TMA: bool = False
 
     def describe(self) -> str:
         return (f"swapped, {self.BLOCK_N}x{self.BLOCK_T}x{self.BLOCK_K} tiles (weight rows x tokens x K), "
-                f"K cut in {self.SPLIT}, {self.STAGES} stages, {self.num_warps} warps, "
-                f"{'TMA' if self.TMA else 'pointer'} loads")
+                f"K cut in {self.SPLIT}, {self.STAGES} stages, {self.num_warps} warps")
 
 
 def token_block(M: int) -> int:
@@ -153,18 +143,16 @@ def splits(tiles: int, k_blocks: int, programs: int) -> list[int]:
     return sorted({max(1, min(top, round(per_sm * programs / tiles))) for per_sm in (1, 2, 4)})
 
 
-def candidates(M: int, N: int, K: int, num_sms: int, block: bool, tma: bool = False) -> list[SwappedConfig]:
+def candidates(M: int, N: int, K: int, num_sms: int, block: bool) -> list[SwappedConfig]:
     """The configurations a problem's first call times: 64 or 128 weight rows a tile, each with
-    ``splits``, 4 stages, and 6 too for up to 32 tokens (on the H200 up to 10% faster there); each
-    through pointers, and through TMA too where ``tma`` (``swapped_tma_refuses`` says yes)."""
+    ``splits``, 4 stages, and 6 too for up to 32 tokens (on the H200 up to 10% faster there)."""
     T = token_block(M)
     out = []
     for BN in (64, 128):
         tiles = triton.cdiv(N, BN) * triton.cdiv(M, T)
         for s in splits(tiles, triton.cdiv(K, 128), num_sms):
             for stages in ((4, 6) if T <= 32 else (4,)):
-                for loads in ((False, True) if tma else (False,)):
-                    out.append(SwappedConfig(BN, T, 128, s, stages, TMA=loads))
+                out.append(SwappedConfig(BN, T, 128, s, stages))
     return out
 
 
@@ -190,8 +178,6 @@ def check_swapped_config(config: SwappedConfig, block: bool) -> None:
             raise ValueError(f"{name} must be an int from {low} to {high}, got {v!r}")
     if config.num_warps not in (4, 8):
         raise ValueError(f"num_warps must be 4 or 8, got {config.num_warps!r}")
-    if not isinstance(config.TMA, bool):
-        raise ValueError(f"TMA must be True or False, got {config.TMA!r}")
     if block and (config.BLOCK_K != 128 or 128 % config.BLOCK_N):
         raise ValueError("with block-wise scales a K step is one 128-wide block of the scales (BLOCK_K = 128) "
                          f"and a tile lies within one weight block (BLOCK_N divides 128); got BLOCK_K "
@@ -206,13 +192,6 @@ def swapped_takes(ops: Operands, out: torch.Tensor) -> str | None:
     if ops.a.is_cuda and capability(ops.a.device) < (8, 9):
         return "FP8 tensor cores need compute capability 8.9 or newer"
     return None
-
-
-def swapped_tma_refuses(ops: Operands) -> str | None:
-    """Why the swapped kernel cannot load these operands through TMA, or None (it stores through
-    pointers, so the output may be anything)."""
-    return (rows_refused(ops, [("a", ops.a, ops.a.stride(0)), ("b.T", ops.b.t(), ops.b.stride(1))])
-            or zero_row_stride(ops))
 
 
 def _is_block(ops: Operands) -> bool:
@@ -240,7 +219,7 @@ def _arguments(ops: Operands, out: torch.Tensor, cfg: SwappedConfig, flags: dict
                  stride_bn=ops.b.stride(1), stride_cm=out.stride(0), stride_cn=out.stride(1),
                  stride_sam=sam, stride_sak=sak, stride_sbk=sbk, stride_sbn=sbn,
                  BLOCK_N=cfg.BLOCK_N, BLOCK_T=cfg.BLOCK_T, BLOCK_K=cfg.BLOCK_K, EVEN_K=ops.K % cfg.BLOCK_K == 0,
-                 STAGES=cfg.STAGES, TMA=cfg.TMA, **flags)
+                 STAGES=cfg.STAGES, **flags)
     return grid, space, fixed
 
 
@@ -252,14 +231,9 @@ def _scales(ops: Operands) -> tuple[torch.Tensor, torch.Tensor]:
 def _run(ops: Operands, out: torch.Tensor, cfg: SwappedConfig, flags: dict):
     grid, space, fixed = _arguments(ops, out, cfg, flags)
     partials, arrivals = workspace(out.device, *space) if cfg.SPLIT > 1 else (out, out)
-    a, b = ops.a, ops.b
-    if cfg.TMA:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        a = TensorDescriptor.from_tensor(a, [cfg.BLOCK_T, cfg.BLOCK_K])
-        b = TensorDescriptor.from_tensor(b.t(), [cfg.BLOCK_N, cfg.BLOCK_K])
     try:
-        return swapped_kernel[grid](a, b, out, *_scales(ops), partials, arrivals, **fixed, num_warps=cfg.num_warps)
+        return swapped_kernel[grid](ops.a, ops.b, out, *_scales(ops), partials, arrivals, **fixed,
+                                    num_warps=cfg.num_warps)
     except BaseException:
         forget_workspace(out.device)  # a launch cut short may leave counts behind
         raise
@@ -279,8 +253,7 @@ def choose_swapped_config(ops: Operands, out: torch.Tensor, precise: bool) -> Sw
     flags = _flags(ops, precise)
     key = choice_key(ops, out, precise)
     if key not in CHOICES:
-        tma = swapped_tma_refuses(ops) is None
-        CHOICES[key] = fastest(candidates(ops.M, ops.N, ops.K, sm_count(out.device), block, tma),
+        CHOICES[key] = fastest(candidates(ops.M, ops.N, ops.K, sm_count(out.device), block),
                                lambda c: _run(ops, out, c, flags))
     return CHOICES[key]
 
@@ -289,7 +262,7 @@ def choice_key(ops: Operands, out: torch.Tensor, precise: bool) -> tuple:
     """The bucket ``CHOICES`` keeps a problem's configuration under."""
     flags = _flags(ops, precise)
     return (token_block(ops.M), ops.N, ops.K, flags["ROW_A"], flags["ROW_B"], flags["BLOCKWISE"], flags["PRECISE"],
-            sm_count(out.device), ops.a.dtype, ops.b.dtype, out.dtype, swapped_tma_refuses(ops) is None)
+            sm_count(out.device), ops.a.dtype, ops.b.dtype, out.dtype)
 
 
 def launch_swapped(ops: Operands, out: torch.Tensor, precise: bool, config: SwappedConfig | None = None) -> Launch:
@@ -302,8 +275,6 @@ def launch_swapped(ops: Operands, out: torch.Tensor, precise: bool, config: Swap
     if config is None:
         config = choose_swapped_config(ops, out, precise)
     check_swapped_config(config, _is_block(ops))
-    if config.TMA and swapped_tma_refuses(ops):
-        raise ValueError(f"this configuration loads through TMA: {swapped_tma_refuses(ops)}")
     compiled = _run(ops, out, config, _flags(ops, precise))
     return Launch(config, compiled if ON_GPU else None)
 
@@ -320,12 +291,10 @@ def prepare_swapped(ops: Operands, out: torch.Tensor, precise: bool):
             _run(Operands(a, b, scale_a, scale_b, *recipes), c, cfg, flags)
         return cfg, launch_jit
     grid, space, fixed = _arguments(ops, out, cfg, flags)
-    w = ops.b.t()  # TMA's view of the weight: (N, K), K-major
-    kernel = Direct(swapped_kernel, compiled, out.device, descriptors=dict(
-        a_src=(list(ops.a.shape), list(ops.a.stride())), b_src=(list(w.shape), list(w.stride()))) if cfg.TMA else None)
+    kernel = Direct(swapped_kernel, compiled, out.device)
     # the scales as the first call read them: block-wise ones through the strides the plan's key
     # holds, the others contiguous (the plan packs them where they are not), so their addresses
-    tensors = ["a_src", "b_src", "c_ptr", "scale_a_ptr", "scale_b_ptr"]
+    tensors = ["a_ptr", "b_ptr", "c_ptr", "scale_a_ptr", "scale_b_ptr"]
     if cfg.SPLIT == 1:  # the workspace is never touched
         launch = kernel.launcher(grid, dict(fixed, partials_ptr=0, arrivals_ptr=0), tensors)
 

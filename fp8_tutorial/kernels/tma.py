@@ -96,16 +96,10 @@ def tma_refuses(ops: Operands, out: torch.Tensor) -> str | None:
     why = epilogue_scales_only("tma")(ops, out)
     if why:
         return why
-    return rows_refused(ops, [("a", ops.a, ops.a.stride(0)), ("b.T", ops.b.t(), ops.b.stride(1)),
-                              ("out", out, out.stride(0))])
-
-
-def rows_refused(ops: Operands, tensors) -> str | None:
-    """Why TMA cannot read or write each of ``tensors`` ((name, tensor, row stride) each) on
-    ``ops``'s device, or None: a Hopper GPU, rows of unit stride, 16-byte aligned data and rows."""
     if ops.a.is_cuda and capability(ops.a.device) < (9, 0):
         return "TMA needs a Hopper GPU (compute capability 9.0) or newer"
-    for name, t, row_stride in tensors:
+    for name, t, row_stride in (("a", ops.a, ops.a.stride(0)), ("b.T", ops.b.t(), ops.b.stride(1)),
+                                ("out", out, out.stride(0))):
         if t.stride(1) != 1:
             major = "K-major (b = w.t() of an (N, K) tensor w)" if name == "b.T" else "row-major"
             return f"TMA reads and writes by rows: {name} must be {major}, got strides {tuple(t.stride())}"
@@ -116,7 +110,7 @@ def rows_refused(ops: Operands, tensors) -> str | None:
     return None
 
 
-def zero_row_stride(ops: Operands) -> str | None:
+def _zero_row_stride(ops: Operands) -> str | None:
     """An expanded operand (every row the same memory) is valid input, but not for TMA, which
     wants distinct rows: the kernels that load through pointers take it."""
     for name, stride in (("a", ops.a.stride(0)), ("b.T", ops.b.stride(1))):
@@ -126,7 +120,7 @@ def zero_row_stride(ops: Operands) -> str | None:
 
 
 def tma_takes(ops: Operands, out: torch.Tensor) -> str | None:
-    return tma_refuses(ops, out) or zero_row_stride(ops)
+    return tma_refuses(ops, out) or _zero_row_stride(ops)
 
 
 def tma_setup(ops: Operands, out: torch.Tensor, num_sms, config: triton.Config | None) -> int:
