@@ -21,8 +21,8 @@ The first call of a problem signature (shapes, strides, dtypes, 16-byte alignmen
 recipe, accumulation, output) checks everything, chooses the kernel and its configuration
 (timing candidates, on a GPU), runs it, and keeps a plan. A later call with the same signature
 has passed the same checks by construction: it looks the plan up and runs it, which for the Gluon
-kernels (the kernel "auto" takes on a Hopper GPU) launches the compiled kernel directly, past
-Triton's dispatch; the other kernels go through their launchers.
+kernels and the swapped one (those "auto" takes on a Hopper GPU) launches the compiled kernel
+directly, past Triton's dispatch; the other kernels go through their launchers.
 """
 
 from __future__ import annotations
@@ -204,8 +204,8 @@ def choose(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: tor
 @dataclass(frozen=True)
 class Plan:
     """What a problem signature's first call decided: the kernel, its configuration (the Gluon
-    kernels'; None for the others, whose launchers choose theirs on every call, from their
-    autotuner or their own cache) and what later calls run."""
+    kernels' and the swapped one's; None for the others, whose launchers choose theirs on every
+    call, from their autotuner or their own cache) and what later calls run."""
 
     kernel: str
     config: object

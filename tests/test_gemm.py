@@ -295,17 +295,22 @@ def test_gluon_split_tail_matches_float64(kind, gen, device):
                 assert not host.workspace(out.device, 0, 0)[1].any(), (host.describe_config(config), plan)
 
 
-@pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
+@pytest.mark.skipif(not fp8.ON_GPU, reason="the plans' split launches run on a GPU (Gluon's on a Hopper one)")
+@pytest.mark.parametrize("kernel", ["auto", "gluon"])
 @pytest.mark.parametrize("M", [1, 2, 17, 64])
-def test_small_m_plans_match_float64(M, gen, device):
+def test_small_m_plans_match_float64(M, kernel, gen, device):
     """Decode-sized problems, whose plans split K (few tiles for many SMs), called as a model calls
-    them: three calls with fresh inputs into poisoned outputs, each right."""
+    them: three calls with fresh inputs into poisoned outputs, each right; "auto" runs the swapped
+    kernel at these M, "gluon" the Gluon kernels' split plan."""
+    if kernel == "gluon" and host.capability(device) != (9, 0):
+        pytest.skip("Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
     K, N = 7168, 2112
     for _ in range(3):
         a, b, sa, sb = operands(M, K, N, "row", "row", gen, device)
         out = fp8.poison(torch.empty(M, N, dtype=torch.bfloat16, device=device))
-        fp8.scaled_mm(a, b, sa, sb, out=out)
+        fp8.scaled_mm(a, b, sa, sb, out=out, kernel=kernel)
         assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+    assert gemm.plan_of(a, b, sa, sb, out=out, kernel=kernel).kernel == ("swapped" if kernel == "auto" else "gluon")
     assert not host.workspace(out.device, 0, 0)[1].any()
 
 
@@ -355,6 +360,14 @@ def test_ablation_leaves_out_loads_and_only_those(gen, device):
 def test_fastest_picks_the_fastest_candidate():
     x = torch.randn(4096, 4096, device="cuda")
     assert host.fastest([4096, 256, 2048], lambda n: x[:n] @ x[:n].t()) == 256
+
+    def run(n):  # as a launch whose configuration needs more shared memory than the GPU has
+        if n == 256:
+            raise triton.runtime.errors.OutOfResources(233472, 232448, "shared memory")
+        return x[:n] @ x[:n].t()
+    assert host.fastest([4096, 256, 2048], run) == 2048
+    with pytest.raises(RuntimeError, match="none of the 1 configurations fits"):
+        host.fastest([256], run)
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="the configurations are timed on a GPU")
@@ -1343,6 +1356,25 @@ def test_reduce_overhead_captures_scaled_mm_in_a_cuda_graph(kernel, gen, device)
     for _ in range(4):  # warm-up runs, then the graph is recorded and replayed
         inputs = _mlp_input(gen, device)
         assert torch.equal(compiled(*inputs).clone(), mlp(*inputs))
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="CUDA graphs need a GPU")
+def test_reduce_overhead_captures_a_split_swapped_plan(gen, device):
+    """M = 16 against a 256 x 4096 weight: four tiles for 132 SMs, so the swapped kernel's plan cuts
+    K into pieces, whose slots and counts (the plan's workspace) stay out of the graph's pool; every
+    replay matches eager, bit for bit."""
+    M, K, N = 16, 4096, 256
+    _, b, _, sb = operands(M, K, N, "row", "row", gen, device)
+
+    def step(a, sa):
+        return fp8.scaled_mm(a, b, sa, sb)
+    torch._dynamo.reset()
+    compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+    for _ in range(4):  # warm-up runs, then the graph is recorded and replayed
+        a, _, sa, _ = operands(M, K, N, "row", "row", gen, device)
+        assert torch.equal(compiled(a, sa).clone(), step(a, sa))
+    plan = gemm.plan_of(a, b, sa, sb)
+    assert plan.kernel == "swapped" and plan.config.SPLIT > 1, plan
 
 
 def test_the_operator_refuses_bad_input_at_trace_time(gen, device):

@@ -11,6 +11,7 @@ import fp8_tutorial as fp8
 from fp8_tutorial import checks, gemm
 from fp8_tutorial.kernels import host
 from fp8_tutorial.kernels import swapped as S
+from fp8_tutorial.kernels.compat import DIRECT_LAUNCH
 
 E5M2 = torch.float8_e5m2
 RECIPES = [("tensor", "tensor"), ("row", "row"), ("tensor", "row"), ("row", "tensor")]
@@ -76,6 +77,63 @@ def test_swapped_takes_scales_through_their_strides(gen, device):
     assert torch.equal(outs[0], outs[1])
 
 
+@pytest.mark.parametrize("layout", ["b row-major", "out column-major", "out strided"])
+def test_swapped_takes_other_layouts(layout, gen, device):
+    """b read along N (row-major (K, N)), and outputs written through their strides."""
+    M, K, N = 13, 320, 96
+    a, b, sa, sb = checks.random_operands(M, K, N, "row", "row", gen, device)
+    if layout == "b row-major":
+        b = b.contiguous()
+        assert b.stride() == (N, 1)
+    ref = fp8.reference_mm(a, b, sa, sb)
+    ops = gemm.check_operands(a, b, sa, sb)
+    for cfg in configs(M, N, K, False):
+        if layout == "out column-major":
+            out = torch.empty(N, M, dtype=torch.bfloat16, device=device).t()
+        elif layout == "out strided":
+            out = torch.empty(M, 3 * N, dtype=torch.bfloat16, device=device)[:, ::3]
+        else:
+            out = torch.empty(M, N, dtype=torch.bfloat16, device=device)
+        fp8.poison(out)
+        S.launch_swapped(ops, out, True, config=cfg)
+        assert fp8.rel_error(out, ref) < checks.tolerance(torch.bfloat16, True), (layout, cfg)
+
+
+def test_swapped_refuses_offsets_past_32_bits():
+    """Strides whose steps times the length could pass 2^31 are refused (auto takes a kernel that
+    copies them, host.pointer_safe), not run into an overflowed address. Meta tensors: no memory."""
+    M, K, N = 2, 512, 4096
+    wide = 2**31 // (N + 256) + 1
+    meta = dict(device="meta", dtype=torch.float8_e4m3fn)
+    a, b = torch.empty(M, K, **meta), torch.empty(N, K, **meta).t()
+    s1 = torch.empty(1, device="meta")
+    ops = host.Operands(a, b, s1, s1, "tensor", "tensor")
+    narrow = torch.empty(M, N, device="meta", dtype=torch.bfloat16)
+    assert S.swapped_takes(ops, narrow) is None
+    out = torch.empty_strided((M, N), (1, wide), device="meta", dtype=torch.bfloat16)
+    assert "out is strided too widely" in S.swapped_takes(ops, out)
+    a_wide = torch.empty_strided((M, K), (1, 2**31 // (K + 256) + 1), **meta)
+    why = S.swapped_takes(host.Operands(a_wide, b, s1, s1, "tensor", "tensor"), out)
+    assert "a, out are strided too widely" in why
+
+
+@pytest.mark.skipif(not fp8.ON_GPU, reason="the output takes 4.3 GB")
+def test_auto_runs_an_output_with_wide_strides_right(gen, device):
+    """An output whose column step times N passes 2^31: auto passes the swapped kernel by, and the
+    kernel it takes writes every element (the output poisoned first)."""
+    M, K, N = 2, 512, 4096
+    wide = 2**31 // (N + 256) + 1
+    a, b, sa, sb = checks.random_operands(M, K, N, "row", "row", gen, device)
+    out = torch.empty(N, wide, dtype=torch.bfloat16, device=device)[:, :M].t()
+    fp8.poison(out)
+    name, refused = gemm.choose(a, b, sa, sb, out=out)
+    assert name != "swapped" and "strided too widely" in refused["swapped"]
+    fp8.scaled_mm(a, b, sa, sb, out=out)
+    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < checks.tolerance(torch.bfloat16, False)
+    del out
+    torch.cuda.empty_cache()
+
+
 @pytest.mark.parametrize("out_dtype", [torch.float16, torch.float32])
 def test_swapped_other_outputs_and_e5m2(out_dtype, gen, device):
     M, K, N = 6, 200, 72
@@ -123,6 +181,7 @@ def test_auto_runs_it_up_to_its_largest_m(gen, device):
     (dict(STAGES=9), "STAGES must be an int from 1 to 8"),
     (dict(num_warps=2), "num_warps must be 4 or 8"),
     (dict(BLOCK_K=64), "BLOCK_K = 128"),
+    (dict(BLOCK_K=16), "BLOCK_K must be a power of two of at least 32"),
     (dict(BLOCK_N=256), "BLOCK_N divides 128"),
 ])
 def test_bad_configurations_are_refused(bad, match, gen, device):
@@ -183,4 +242,7 @@ def test_plans_launch_the_swapped_kernel_directly(recipes, M, K, N, gen, device)
                 assert err < checks.tolerance(torch.bfloat16, precise or block), (cfg, err)
             plan = gemm.plan_of(a, b, sa, sb, precise=precise, out=out)
             assert plan.kernel == "swapped" and plan.config is cfg
+            assert len(gemm.PLANS) == 1  # the three calls shared one plan
+            if DIRECT_LAUNCH:  # which launched the compiled kernel itself, not through Triton's dispatch
+                assert "launch_again" in plan.launch.__qualname__
         del S.CHOICES[key]

@@ -18,7 +18,7 @@ after each cell (``records``: one per cell and contender; ``failed_checks``).
 per-tensor cells, with the candidates of then (128 tokens a tile at M = 128; 4 stages only, 6 among
 the extras), the kernel registered for that run only. ``results/swapped_tma_h200.json`` is a quick
 run of the kernel with TMA loads as an option (commit 2740e34): the best TMA configuration per cell
-was within -4% to +2.5% of the best through pointers, so the kernel loads through pointers only.
+was within -4.4% to +3.3% of the best through pointers, so the kernel loads through pointers only.
 """
 import dataclasses
 import sys

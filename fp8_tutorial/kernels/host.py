@@ -155,11 +155,21 @@ def fastest(candidates: list, run: Callable) -> Any:
     """The candidate for which ``run(candidate)`` is fastest, timed by the book's harness
     (``measure.bench.benchmark``): the candidates interleaved (so that the clock, which falls as
     the GPU warms to its power limit, weighs on all alike rather than on the last timed), the L2
-    flushed, the median of 20 runs. Only a problem's first call times anything."""
+    flushed, the median of 20 runs. Only a problem's first call times anything. A candidate that
+    does not fit the GPU (Triton's OutOfResources on its first run) is left out."""
     from ..measure.bench import benchmark
 
-    timed = benchmark({str(i): (lambda c=c: run(c)) for i, c in enumerate(candidates)}, reps=20, warmup=2)
-    return candidates[min(range(len(candidates)), key=lambda i: timed[str(i)].median_ms)]
+    fits = []  # a candidate this GPU has too little shared memory or too few registers for is dropped
+    for c in candidates:
+        try:
+            run(c)
+        except triton.runtime.errors.OutOfResources:
+            continue
+        fits.append(c)
+    if not fits:
+        raise RuntimeError(f"none of the {len(candidates)} configurations fits this GPU's resources: {candidates}")
+    timed = benchmark({str(i): (lambda c=c: run(c)) for i, c in enumerate(fits)}, reps=20, warmup=2)
+    return fits[min(range(len(fits)), key=lambda i: timed[str(i)].median_ms)]
 
 
 def autotuned(kernel, configs, key: list[str], prune=prune, **extra):
@@ -265,18 +275,22 @@ def sm_count(device: torch.device) -> int:
 INT32_MAX = 2**31 - 1
 
 
+def wide_offsets(ops: Operands, out: torch.Tensor) -> tuple[bool, bool, bool]:
+    """Which of a, b and out the pointer kernels cannot step through with 32-bit offsets: along K
+    (in a and b) and along N (in out), a step times the length could pass 2^31 (a column-major
+    ``a`` of 16 million rows, say). A program's offsets run a tile past the end before masking."""
+    reach = ops.K + 256
+    return (reach * ops.a.stride(1) > INT32_MAX, reach * ops.b.stride(0) > INT32_MAX,
+            (ops.N + 256) * out.stride(1) > INT32_MAX)
+
+
 def pointer_safe(ops: Operands, out: torch.Tensor) -> tuple[Operands, torch.Tensor]:
-    """The pointer kernels step along K (in a and b) and along N (in out) with 32-bit offsets.
-    Where a step times the length could pass 2^31 (a column-major ``a`` of 16 million rows, say),
-    hand them a copy laid out with unit steps, and an output to copy back from."""
-    a, b, c = ops.a, ops.b, out
-    reach = ops.K + 256  # a program's offsets run a tile past the end before masking
-    if reach * a.stride(1) > INT32_MAX:
-        a = a.contiguous()
-    if reach * b.stride(0) > INT32_MAX:
-        b = b.t().contiguous().t()
-    if (ops.N + 256) * out.stride(1) > INT32_MAX:
-        c = torch.empty(out.shape, dtype=out.dtype, device=out.device)
+    """The operands as the pointer kernels can take them (``wide_offsets``): where a tensor is too
+    widely strided, a copy laid out with unit steps, and an output to copy back from."""
+    wide_a, wide_b, wide_c = wide_offsets(ops, out)
+    a = ops.a.contiguous() if wide_a else ops.a
+    b = ops.b.t().contiguous().t() if wide_b else ops.b
+    c = torch.empty(out.shape, dtype=out.dtype, device=out.device) if wide_c else out
     if a is ops.a and b is ops.b:
         return ops, c
     return Operands(a, b, ops.scale_a, ops.scale_b, ops.recipe_a, ops.recipe_b), c

@@ -25,7 +25,8 @@ import triton.language as tl
 from .._env import ON_GPU
 from .common import mma
 from .compat import DIRECT_LAUNCH
-from .host import Direct, Launch, Operands, PlanWorkspace, capability, fastest, forget_workspace, sm_count, workspace
+from .host import (Direct, Launch, Operands, PlanWorkspace, capability, fastest, forget_workspace, sm_count,
+                   wide_offsets, workspace)
 
 
 @triton.jit
@@ -107,8 +108,10 @@ def swapped_kernel(
 # ---- configurations, plans and the launcher ------------------------------------------------------
 
 #: The largest M the swapped kernel takes: its tokens are the ``wgmma``'s narrow side, one tile of
-#: them. On the H200 (tools/swapped_sweep.py, results/swapped_h200.json) it was ahead of cuBLAS and
-#: of the Gluon kernels at every M up to 64 timed, and behind both at 128 on most projections.
+#: them. On the H200 (tools/swapped_sweep.py, results/swapped_h200.json), at M = 1, 16 and 64, it
+#: was ahead of the Gluon kernels on all 60 cells timed and of cuBLAS on all but three per-tensor
+#: fast ones (0.85 to 0.95x). At M = 128 it was behind both on most projections, with one tile of
+#: 128 tokens (results/swapped_first_h200.json) and with two of 64 (tools/swapped_m128.py).
 MAX_M = 64
 #: Pieces per tile at most (keeps the slots' offsets far inside 32 bits).
 MAX_SPLIT = 64
@@ -166,10 +169,10 @@ def check_swapped_config(config: SwappedConfig, block: bool) -> None:
     """A configuration given by hand, checked before Triton sees it."""
     if not isinstance(config, SwappedConfig):
         raise TypeError(f"config must be a swapped.SwappedConfig, got {type(config).__name__}")
-    for name in ("BLOCK_N", "BLOCK_T", "BLOCK_K"):
+    for name, low in (("BLOCK_N", 16), ("BLOCK_T", 16), ("BLOCK_K", 32)):  # an FP8 dot is 32 deep at least
         v = getattr(config, name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 16 or v & (v - 1):
-            raise ValueError(f"{name} must be a power of two of at least 16, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or v < low or v & (v - 1):
+            raise ValueError(f"{name} must be a power of two of at least {low}, got {v!r}")
     if config.BLOCK_T > MAX_M:
         raise ValueError(f"BLOCK_T must be at most {MAX_M}, got {config.BLOCK_T}")
     for name, low, high in (("SPLIT", 1, MAX_SPLIT), ("STAGES", 1, 8)):
@@ -191,6 +194,10 @@ def swapped_takes(ops: Operands, out: torch.Tensor) -> str | None:
                 f"M is {ops.M}")
     if ops.a.is_cuda and capability(ops.a.device) < (8, 9):
         return "FP8 tensor cores need compute capability 8.9 or newer"
+    wide = [name for name, w in zip(("a", "b", "out"), wide_offsets(ops, out)) if w]
+    if wide:  # the other pointer kernels copy such tensors (host.pointer_safe); a plan could not
+        return (f"the swapped kernel steps with 32-bit offsets, and {', '.join(wide)} "
+                f"{'is' if len(wide) == 1 else 'are'} strided too widely for them (see host.wide_offsets)")
     return None
 
 
