@@ -361,13 +361,19 @@ def test_fastest_picks_the_fastest_candidate():
     x = torch.randn(4096, 4096, device="cuda")
     assert host.fastest([4096, 256, 2048], lambda n: x[:n] @ x[:n].t()) == 256
 
+
+def test_fitting_leaves_out_what_the_gpu_cannot_hold():
+    ran = []
+
     def run(n):  # as a launch whose configuration needs more shared memory than the GPU has
+        ran.append(n)
         if n == 256:
             raise triton.runtime.errors.OutOfResources(233472, 232448, "shared memory")
-        return x[:n] @ x[:n].t()
-    assert host.fastest([4096, 256, 2048], run) == 2048
+    assert host.fitting([4096, 256, 2048], run) == [4096, 2048] and ran == [4096, 256, 2048]
     with pytest.raises(RuntimeError, match="none of the 1 configurations fits"):
-        host.fastest([256], run)
+        host.fitting([256], run)
+    with pytest.raises(ValueError):  # any other error is the caller's to see
+        host.fitting([1], lambda n: int("x"))
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="the configurations are timed on a GPU")

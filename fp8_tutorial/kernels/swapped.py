@@ -25,8 +25,8 @@ import triton.language as tl
 from .._env import ON_GPU
 from .common import mma
 from .compat import DIRECT_LAUNCH
-from .host import (Direct, Launch, Operands, PlanWorkspace, capability, fastest, forget_workspace, sm_count,
-                   wide_offsets, workspace)
+from .host import (Direct, Launch, Operands, PlanWorkspace, capability, fastest, fitting, forget_workspace,
+                   sm_count, wide_offsets, workspace)
 
 
 @triton.jit
@@ -252,16 +252,17 @@ CHOICES: dict[tuple, SwappedConfig] = {}
 
 def choose_swapped_config(ops: Operands, out: torch.Tensor, precise: bool) -> SwappedConfig:
     """The configuration kept for this problem's bucket (M rounded up as ``token_block`` does, N, K,
-    recipe, accumulation, dtypes, SMs): on its bucket's first call every one of ``candidates`` is
-    timed and the fastest kept; in the interpreter, ``interpreter_config``."""
+    recipe, accumulation, dtypes, SMs): on its bucket's first call every one of ``candidates`` that
+    fits the GPU is timed and the fastest kept; in the interpreter, ``interpreter_config``."""
     block = _is_block(ops)
     if not out.is_cuda:
         return interpreter_config(ops.M, ops.N, ops.K, block)
     flags = _flags(ops, precise)
     key = choice_key(ops, out, precise)
     if key not in CHOICES:
-        CHOICES[key] = fastest(candidates(ops.M, ops.N, ops.K, sm_count(out.device), block),
-                               lambda c: _run(ops, out, c, flags))
+        def run(c):
+            return _run(ops, out, c, flags)
+        CHOICES[key] = fastest(fitting(candidates(ops.M, ops.N, ops.K, sm_count(out.device), block), run), run)
     return CHOICES[key]
 
 
