@@ -978,7 +978,7 @@ def test_launches_refuse_block_wise_scales(kernel, gen, device):
 block_operands = checks.block_operands
 
 
-BLOCK_SHAPES = [(1, 256, 256), (97, 256, 384), (300, 4096, 512), (4097, 512, 256)]
+BLOCK_SHAPES = [(1, 256, 256), (97, 256, 384), (65, 640, 384), (300, 4096, 512), (4097, 512, 256)]  # K blocks even and odd
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")

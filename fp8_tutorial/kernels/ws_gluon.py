@@ -52,7 +52,8 @@ group, each group waiting and adding on its own while the others' ``wgmma`` run.
 Block-wise scales (DeepSeek-V3's recipe: A in 1 x 128 groups, W in 128 x 128 blocks, each with
 its own scale) go to ``gluon_blockwise_kernel``: the paired kernel's tile and ring, whose
 ``blockwise_tile`` promotes every K block (128 values of K) times its scales, loaded ahead of
-their use; the tile then leaves unscaled. Its configurations are ``GLUON_BLOCK_CONFIGS``.
+their use, with the next block's ``wgmma`` in flight; the tile then leaves unscaled. Its
+configurations are ``GLUON_BLOCK_CONFIGS``.
 
 Gluon kernels run only on a GPU: Triton's interpreter cannot run them (``gluon_takes``). The
 configurations, what they refuse and the launcher follow the kernels.
@@ -85,6 +86,9 @@ STACKED_WORKERS = gl.constexpr([4, 4, 1])  # the second and third consumer group
 STACKED_GROUPS = gl.constexpr(3)  # gluon_stacked_kernel's consumer groups, one partition each
 PAIRED_WORKERS = gl.constexpr([4, 1])  # the second consumer group, the producer
 PAIRED_GROUPS = gl.constexpr(2)  # gluon_paired_kernel's consumer groups, one partition each
+# Registers a thread of the block-wise kernel's second consumer group and of its producer: two
+# accumulators and the total take 192 (``blockwise_tile``); the default group keeps the 256 left.
+BLOCKWISE_REGISTERS = gl.constexpr([232, 24])
 
 
 @gluon.jit
@@ -549,17 +553,22 @@ def block_scales(sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, stride
 
 
 @gluon.jit
-def blockwise_step(a_bufs, b_bufs, ready, empty, acc, total, it, sa, sb, GROUP: gl.constexpr, GROUPS: gl.constexpr):
-    """One K step of ``blockwise_tile``: its ``wgmma``, waited for; its stage handed back; its sum
-    added into ``total`` times its scales ``sa`` (per row) and ``sb``."""
+def blockwise_issue(a_bufs, b_bufs, ready, acc, r, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """Start the ``wgmma`` of ring step ``r`` (a K block) into ``acc`` once its stage is loaded; it
+    is left in flight."""
     STAGES: gl.constexpr = b_bufs.type.shape[0]
-    s = it % STAGES
-    mbarrier.wait(ready.index(s), (it // STAGES) & 1)
-    a = a_bufs.index(s * GROUPS + GROUP)
-    acc = warpgroup_mma(a, b_bufs.index(s).permute((1, 0)), acc, use_acc=False, is_async=True)
-    acc, _, _ = warpgroup_mma_wait(0, deps=(acc, a, b_bufs.index(s)))
-    mbarrier.arrive(empty.index(s))
-    return acc, gl.fma(acc, (sa * sb)[:, None], total)
+    s = r % STAGES
+    mbarrier.wait(ready.index(s), (r // STAGES) & 1)
+    return warpgroup_mma(a_bufs.index(s * GROUPS + GROUP), b_bufs.index(s).permute((1, 0)), acc, use_acc=False,
+                         is_async=True)
+
+
+@gluon.jit
+def blockwise_promote(empty, acc, total, r, sa, sb, STAGES: gl.constexpr):
+    """Ring step ``r``'s sum ``acc``, complete: its stage handed back, the sum added into the float32
+    ``total`` times its scales ``sa`` (per row) and ``sb``, in one multiply-add per value."""
+    mbarrier.arrive(empty.index(r % STAGES))
+    return gl.fma(acc, (sa * sb)[:, None], total)
 
 
 @gluon.jit
@@ -567,11 +576,13 @@ def blockwise_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_p
                    stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
     """``promoted_tile`` with block-wise scales (DeepSeek-V3's recipe): each K step is one block of
     128 values of K, and its sum goes into ``total`` times its scales, one per row for A's 1 x 128
-    groups and one for W's 128 x 128 block (the tile is 128 wide: one block). The loop takes two
-    steps at a time, each with its own scales, loaded two steps ahead into the registers just
-    used: their latency hides under two ``wgmma``, and nothing moves from one register to another
-    (a move would wait for its load; on the H200, 2 to 4% faster than one step at a time). K steps
-    [k_first, k_first + k_steps) of the tile."""
+    groups and one for W's 128 x 128 block (the tile is 128 wide: one block). Two tensor-core
+    accumulators, ``acc0`` and ``acc1``, take the steps in turn: step k + 1's ``wgmma`` is issued
+    before step k is waited for (all but one in flight), so it runs while step k is promoted. The
+    loop takes two steps a turn, so the accumulators never trade places, each step's scales loaded
+    two steps ahead into the registers just used; no branch while a ``wgmma`` is in flight but
+    the one after the loop. K steps [k_first, k_first + k_steps) of the tile, ring steps from ``it``."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
     rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
     nb = off_n // acc.type.shape[1]
     last = k_first + k_steps - 1
@@ -579,17 +590,29 @@ def blockwise_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_p
     sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
                             stride_sbk, stride_sbn)
     total = gl.zeros_like(acc)
-    for kk in range(0, k_steps, 2):
-        acc, total = blockwise_step(a_bufs, b_bufs, ready, empty, acc, total, it, sa0, sb0, GROUP, GROUPS)
-        sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 2, last), nb, M, stride_sam,
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):  # steps kk and kk + 1 promoted, kk + 2 left in flight
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = blockwise_promote(empty, acc0, total, it + kk, sa0, sb0, STAGES)
+        sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, k_first + kk + 2, nb, M, stride_sam, stride_sak, stride_sbk,
+                                stride_sbn)
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        total = blockwise_promote(empty, acc1, total, it + kk + 1, sa1, sb1, STAGES)
+        sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 3, last), nb, M, stride_sam,
                                 stride_sak, stride_sbk, stride_sbn)
-        it += 1
-        if kk + 1 < k_steps:
-            acc, total = blockwise_step(a_bufs, b_bufs, ready, empty, acc, total, it, sa1, sb1, GROUP, GROUPS)
-            sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 3, last), nb, M, stride_sam,
-                                    stride_sak, stride_sbk, stride_sbn)
-            it += 1
-    return total, it
+    if k_steps % 2 == 0:  # two steps left, the first in flight
+        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
+        done0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = blockwise_promote(empty, done0, total, it + k_steps - 2, sa0, sb0, STAGES)
+        done1 = warpgroup_mma_wait(0, deps=(next1,))
+        total = blockwise_promote(empty, done1, total, it + k_steps - 1, sa1, sb1, STAGES)
+    else:  # one, in flight
+        done0 = warpgroup_mma_wait(0, deps=(acc0,))
+        total = blockwise_promote(empty, done0, total, it + k_steps - 1, sa0, sb0, STAGES)
+    return total, it + k_steps
 
 
 @gluon.jit
@@ -625,8 +648,9 @@ def gluon_blockwise_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, par
     """C = A @ W^T with block-wise scales: ``scale_a`` (M, K/128) for A's 1 x 128 groups and
     ``scale_b`` (K/128, N/128) for W's 128 x 128 blocks, read through their strides. The paired
     kernel's structure (two consumer groups of 64 x 128, the producer warp), with
-    ``_blockwise_consumer``; the other kernels' parameters, so that one launcher serves all (ROW_A
-    and ROW_B are False, PRECISE True and PROMOTE 1: every K block is promoted with its scales)."""
+    ``_blockwise_consumer`` and BLOCKWISE_REGISTERS; the other kernels' parameters, so that one
+    launcher serves all (ROW_A and ROW_B are False, PRECISE True and PROMOTE 1: every K block is
+    promoted with its scales)."""
     gl.static_assert(num_warps == 4, "each consumer group of the block-wise kernel is one warp group")
     gl.static_assert(PRECISE and not ROW_A and not ROW_B and PROMOTE == 1,
                      "block-wise scales are applied at every K block's promotion")
@@ -643,7 +667,7 @@ def gluon_blockwise_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, par
                                stride_sak, stride_sbk, stride_sbn, GROUP_M, SPLIT, 1, PAIRED_GROUPS, 4)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
                      PAIRED_GROUPS)),
-    ], PAIRED_WORKERS, [168, 24])
+    ], PAIRED_WORKERS, BLOCKWISE_REGISTERS)
 
 
 @gluon.jit
