@@ -117,12 +117,16 @@ def test_swapped_refuses_offsets_past_32_bits():
     assert "a, out are strided too widely" in why
 
 
-@pytest.mark.skipif(not fp8.ON_GPU, reason="the output takes 4.3 GB")
+@pytest.mark.skipif(not fp8.ON_GPU, reason="the output takes 4.3 GB of a GPU")
 def test_auto_runs_an_output_with_wide_strides_right(gen, device):
-    """An output whose column step times N passes 2^31: auto passes the swapped kernel by, and the
-    kernel it takes writes every element (the output poisoned first)."""
+    """An output whose last column starts past 2^31 elements ((N - 1) times its column step): auto
+    passes the swapped kernel by, and the kernel it takes writes every element (the output
+    poisoned first)."""
+    if host.capability(device) < (8, 9):
+        pytest.skip("the swapped kernel needs FP8 tensor cores (compute capability 8.9)")
     M, K, N = 2, 512, 4096
-    wide = 2**31 // (N + 256) + 1
+    wide = 2**31 // (N - 1) + 1
+    assert (N - 1) * wide > 2**31 - 1
     a, b, sa, sb = checks.random_operands(M, K, N, "row", "row", gen, device)
     out = torch.empty(N, wide, dtype=torch.bfloat16, device=device)[:, :M].t()
     fp8.poison(out)

@@ -8,7 +8,7 @@ so a group's tensor-core work drains at every K block and only the other group's
 The package's ``blockwise_tile`` issues step k + 1 before it waits for step k (all but one in
 flight) and promotes step k while step k + 1 runs: two accumulators and the total, 192 registers
 a thread, so its second group asks for 232 (``BLOCKWISE_REGISTERS``; the producer keeps 24, the
-default group the 256 left). Compiled for sm_90a: no spills and no ptxas remark either way.
+default group the 248 left). Compiled for sm_90a: no spills and no ptxas remark either way.
 
 ``waited_blockwise_kernel`` runs through ``launch_gluon(..., kernels={"blockwise": ...})`` (the
 package's launcher, plans and epilogue; ``kernels.ablation``'s way of rebinding a kernel).

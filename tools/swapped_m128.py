@@ -13,10 +13,11 @@ fast and precise, per tensor fast at M = 128; block-wise at M = 256. Saves
 ``results/swapped_m128_<gpu>.json`` after each cell.
 
 On the H200 (``results/swapped_m128_h200.json``, 25 cells, 0 failed checks) the best candidate
-was ahead of the Gluon kernel on 8 of the 20 cells at M = 128 (0.73 to 1.19x; ahead on the two
-projections with N x K of 4096 x 7168 and 7168 x 2048 in every recipe, behind on 24576 x 1536 and
-32768 x 512 by 14 to 27%) and of cuBLAS on 6 (0.67 to 1.12x); at M = 256 behind both on all five
-(0.60 to 0.99x the Gluon kernel). So MAX_M stays 64.
+was ahead of the Gluon kernel on 8 of the 20 cells at M = 128 (0.73 to 1.19x: on N x K of 4096 x
+7168 in every recipe, of 7168 x 2048 in all but block-wise (0.965x), and of 7168 x 16384 per row
+precise; behind on 24576 x 1536 and 32768 x 512 by 13 to 27%) and of cuBLAS on 5 (0.67 to 1.12x);
+at M = 256 behind both on all five (0.60 to 0.99x the Gluon kernel). So MAX_M stays 64. The Gluon
+kernel's block-wise cells were measured with its K loop of then, which waited for each K block.
 """
 import dataclasses
 import time

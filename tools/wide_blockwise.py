@@ -6,7 +6,7 @@ The paired kernel's 128 x 128 tile loads 32 KiB per K step for 4.2 million opera
 would load 48 KiB for 8.4 million, but with block-wise scales each consumer group holds the
 ``wgmma``'s sum and the float32 total, two registers per output: 64 x 256 a group is 256 a thread,
 more than there are. 64 x 192 a group takes 192, which fits when the second consumer group asks
-for 232 (the producer 24, the default group the 256 left). Triton's blocks are powers of two, so
+for 232 (the producer 24, the default group the 248 left). Triton's blocks are powers of two, so
 the tile is two blocks of W: 128 rows and 64 rows. Tile j covers columns [192 j, 192 j + 192):
 for even j its first 128 are one weight block and its last 64 half of the next; for odd j the
 first 64 are the second half of a block and the last 128 the block after. So the 128-row block
@@ -20,8 +20,8 @@ paired kernel) and the wide kernel at 3 and 4 stages, each checked against float
 poisoned first) and timed in the kernel harness in one run.
 
 On the H200 (``results/wide_blockwise_h200.json``: 18 cells, 0 failed checks; the package's
-kernel then waited for each K block's ``wgmma``) it was the faster than ``scaled_mm`` on 5 of the
-18 cells, by up to 5%, and up to 28% slower on the others: where N / 192 tiles leave the last wave
+kernel then waited for each K block's ``wgmma``) it was faster than ``scaled_mm`` on 5 of the
+18 cells, by up to 5%, and up to 29% slower on the others: where N / 192 tiles leave the last wave
 short (3072 or 4096 columns, M of 512 to 1152) and on 4096 x 16384 x 7168 (0.843x cuBLAS against
 0.867x) too. Not kept.
 """

@@ -87,7 +87,7 @@ STACKED_GROUPS = gl.constexpr(3)  # gluon_stacked_kernel's consumer groups, one 
 PAIRED_WORKERS = gl.constexpr([4, 1])  # the second consumer group, the producer
 PAIRED_GROUPS = gl.constexpr(2)  # gluon_paired_kernel's consumer groups, one partition each
 # Registers a thread of the block-wise kernel's second consumer group and of its producer: two
-# accumulators and the total take 192 (``blockwise_tile``); the default group keeps the 256 left.
+# accumulators and the total take 192 (``blockwise_tile``); the default group keeps the 248 left.
 BLOCKWISE_REGISTERS = gl.constexpr([232, 24])
 
 
