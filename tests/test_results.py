@@ -49,3 +49,15 @@ def test_ncu_table_has_a_column_per_kernel_and_a_row_per_counter():
     assert table == ["| cell | a | b |", "|---|---:|---:|", "| time | 1.0 | 2.5 |"]
     with pytest.raises(ValueError):
         results.ncu_table("cell", {}, [("time", str)])
+
+
+def test_a_sweep_saves_its_records_checks_and_log(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    run = results.Sweep("sweep")
+    run.records.append({"shape": "1x2x3", "tflops": 1.0})
+    run.log("a cell")
+    run.fail("a check")
+    saved = json.loads(run.done().read_text())
+    assert saved["records"] == [{"shape": "1x2x3", "tflops": 1.0}] and saved["failed_checks"] == 1
+    assert saved["log"][:2] == ["a cell", "FAIL a check"] and saved["log"][2].startswith("done: 1 failed checks")
+    assert "FAIL a check" in capsys.readouterr().out

@@ -10,7 +10,7 @@ flight) and promotes step k while step k + 1 runs: two accumulators and the tota
 a thread, so its second group asks for 232 (``BLOCKWISE_REGISTERS``; the producer keeps 24, the
 default group the 248 left). Compiled for sm_90a: no spills and no ptxas remark either way.
 
-``waited_blockwise_kernel`` runs through ``launch_gluon(..., kernels={"blockwise": ...})`` (the
+``waited_blockwise_kernel`` (the package's kernel rebound to ``waited_tile``) runs through ``launch_gluon(..., kernels={"blockwise": ...})`` (the
 package's launcher, plans and epilogue; ``kernels.ablation``'s way of rebinding a kernel).
 
     python3 tools/overlap_blockwise.py [compile]
@@ -23,17 +23,16 @@ checks) the overlapped tile was the faster on 21 of 23 cells: 0.93 to 1.14x cuBL
 against 0.85 to 1.06x for the waited one, 1200 TFLOP/s against 1078 on 4096 x 16384 x 7168.
 """
 import sys
-import time
 
 import torch
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup_mma, warpgroup_mma_wait
 
 from fp8_tutorial.kernels import ws_gluon as W
-from fp8_tutorial.kernels.ws_gluon import (PAIRED_GROUPS, PAIRED_WORKERS, accumulator_layout, allocate_outputs,
-                                           allocate_ring, block_scales, finish_unit, load_ring, output_buffers,
-                                           program_work, unit_origin, work_unit)
+from fp8_tutorial.kernels.ablation import _rebound
+from fp8_tutorial.kernels.ws_gluon import block_scales
+
 
 @gluon.jit
 def waited_step(a_bufs, b_bufs, ready, empty, acc, total, it, sa, sb, GROUP: gl.constexpr, GROUPS: gl.constexpr):
@@ -51,10 +50,10 @@ def waited_step(a_bufs, b_bufs, ready, empty, acc, total, it, sa, sb, GROUP: gl.
 
 @gluon.jit
 def waited_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
-                   stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
-    """The package's ``blockwise_tile`` as it was before this experiment: ``promoted_tile`` with block-wise scales (DeepSeek-V3's recipe): each K step is one block of
-    128 values of K, and its sum goes into ``total`` times its scales, one per row for A's 1 x 128
-    groups and one for W's 128 x 128 block (the tile is 128 wide: one block). The loop takes two
+                stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """The package's ``blockwise_tile`` before it kept two accumulators: each K step is one block
+    of 128 values of K, and its sum goes into ``total`` times its scales, one per row for A's 1 x
+    128 groups and one for W's 128 x 128 block (the tile is 128 wide: one block). The loop takes two
     steps at a time, each with its own scales, loaded two steps ahead into the registers just
     used: their latency hides under two ``wgmma``, and nothing moves from one register to another
     (a move would wait for its load; on the H200, 2 to 4% faster than one step at a time). K steps
@@ -79,48 +78,16 @@ def waited_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr,
     return total, it
 
 
-@gluon.jit
-def _waited_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_ptr, sb_ptr, ones_ptr,
-                      partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, stride_sam, stride_sak, stride_sbk,
-                      stride_sbn, GROUP_M: gl.constexpr, SPLIT: gl.constexpr, GROUP: gl.constexpr,
-                      GROUPS: gl.constexpr, num_warps: gl.constexpr):
-    """``ws_gluon._blockwise_consumer`` with ``waited_tile``."""
-    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
-    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
-    BUFS: gl.constexpr = output_buffers(c_desc.block_type.shape[1], BLOCK_N)
-    acc = gl.zeros((SUB_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, num_warps))
-    units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N,
-                                        a_desc.block_type.shape[1])
-    it = 0
-    for u in range(units):
-        tile, piece, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
-        off_m, off_n = unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
-        acc, it = waited_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_last - k_first, sa_ptr, sb_ptr,
-                               off_m, off_n, M, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP, GROUPS)
-        finish_unit(acc, 1.0, 1.0, c_desc, c_bufs, partials_ptr, arrivals_ptr, ones_ptr, ones_ptr, off_m, off_n,
-                    M, N, tile, piece, WHOLE_TILES, PIECES, False, False, SPLIT, GROUP, GROUPS, GROUP * BUFS, num_warps)
-    tma.store_wait(0)
+def _waited() -> object:
+    """The package's ``gluon_blockwise_kernel`` with ``waited_tile`` for its K loop and its second
+    group at 168 registers, as it was: ``_blockwise_consumer`` and the kernel rebound
+    (``kernels.ablation._rebound``), not copied."""
+    names = dict(vars(W), blockwise_tile=waited_tile, BLOCKWISE_REGISTERS=gl.constexpr([168, 24]))
+    names["_blockwise_consumer"] = _rebound(W._blockwise_consumer, names)
+    return _rebound(W.gluon_blockwise_kernel, names)
 
 
-@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
-def waited_blockwise_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
-                             WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
-                             ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
-                             num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1, stride_sam=1, stride_sak=1,
-                             stride_sbk=1, stride_sbn=1, ones_ptr=None):
-    """``ws_gluon.gluon_blockwise_kernel`` as it was: ``_waited_consumer``, its second group at 168."""
-    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, PAIRED_GROUPS)
-    c_bufs = allocate_outputs(c_desc, b_desc, PAIRED_GROUPS)
-    gl.warp_specialize([
-        (_waited_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
-                             ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, stride_sam,
-                             stride_sak, stride_sbk, stride_sbn, GROUP_M, SPLIT, 0, PAIRED_GROUPS, 4)),
-        (_waited_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, scale_a_ptr, scale_b_ptr,
-                             ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, stride_sam,
-                             stride_sak, stride_sbk, stride_sbn, GROUP_M, SPLIT, 1, PAIRED_GROUPS, 4)),
-        (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
-                     PAIRED_GROUPS)),
-    ], PAIRED_WORKERS, [168, 24])
+waited_blockwise_kernel = _waited()
 
 
 def compile_only():
@@ -139,19 +106,15 @@ def main():
     from fp8_tutorial.checks import poison, rel_error
     from fp8_tutorial.gemm import check_operands
     from fp8_tutorial.measure import bench, results
-    from fp8_tutorial.measure.contenders import REGISTRY, SEED_SHAPES, make_problem
+    from fp8_tutorial.measure import blockwise
+    from fp8_tutorial.measure.contenders import REGISTRY, make_problem
 
-    t0 = time.time()
-    lines, records, bad = [], [], 0
-
-    def log(line):
-        print(line, flush=True)
-        lines.append(line)
+    sweep = results.Sweep("overlap_blockwise")
+    log, records = sweep.log, sweep.records
 
     kernels = {"blockwise": waited_blockwise_kernel}
-    cells = [(M, K, N) for (M, K, N) in SEED_SHAPES if N % 128 == 0 and K % 128 == 0]
-    cells += [(M, K, N) for N, K in [(24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
-              for M in (128, 1024, 4096)]
+    # chapter 11's cells (the reference shapes, then DeepSeek-V3's) that 128 x 128 blocks cut
+    cells = [(M, K, N) for M, K, N in blockwise.cells((128, 1024, 4096)) if N % 128 == 0 and K % 128 == 0]
     for M, K, N in cells:
         p = make_problem(M, K, N, "block", device="cuda", reference_rows=1024)
         ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
@@ -166,8 +129,7 @@ def main():
                 torch.cuda.synchronize()
                 errors[n] = rel_error(p.checked(out).float(), p.reference)
                 if not errors[n] <= 1.5 * errors["cuBLAS"] + 1e-4:
-                    bad += 1
-                    log(f"FAIL {p.shape} {n}: error {errors[n]:.2e} (cuBLAS {errors['cuBLAS']:.2e})")
+                    sweep.fail(f"{p.shape} {n}: error {errors[n]:.2e} (cuBLAS {errors['cuBLAS']:.2e})")
                 fns[n] = (lambda c, ks, out: lambda: W.launch_gluon(ops, out, True, config=c, kernels=ks))(c, ks, out)
         timed = bench.benchmark(fns, flops=p.flops, reps=20)
         base = timed["cuBLAS"].tflops
@@ -179,11 +141,10 @@ def main():
                 for name in ("package", "waited")}
         log(f"{p.shape:<17} TFLOP/s: cuBLAS {base:6.0f} " + " ".join(
             f"{name} {timed[n].tflops:6.0f} ({timed[n].tflops / base:.3f}x)" for name, n in best.items()))
-        results.save("overlap_blockwise", records, failed_checks=bad, log=lines)
+        sweep.save()
         del p, fns
         torch.cuda.empty_cache()
-    log(f"done: {bad} failed checks, {time.time() - t0:.0f} s")
-    results.save("overlap_blockwise", records, failed_checks=bad, log=lines)
+    sweep.done()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ faster than the best candidate (0 to 4.7%), so the candidates stay as they are. 
 the weight at 1.1 to 2.8 TB/s: at 10 to 50 us a call, these problems are short for the memory.
 """
 import dataclasses
-import time
 
 import torch
 import triton
@@ -42,12 +41,8 @@ def wider(M, N, K, cands):
 
 
 def main():
-    t0 = time.time()
-    lines, records, bad = [], [], 0
-
-    def log(line):
-        print(line, flush=True)
-        lines.append(line)
+    sweep = results.Sweep(NAME)
+    log, records = sweep.log, sweep.records
 
     num_sms = host.sm_count(torch.device("cuda"))
     for M in (16, 64):
@@ -84,8 +79,7 @@ def main():
             fp8.scaled_mm(p.a, p.b, p.scale_a, p.scale_b, out=auto)
             errors["auto"] = rel_error(p.checked(auto).float(), p.reference)
             if errors["auto"] > 1.5 * errors["cuBLAS"] + 1e-4:
-                bad += 1
-                log(f"FAIL {p.shape} scaled_mm: error {errors['auto']:.2e}")
+                sweep.fail(f"{p.shape} scaled_mm: error {errors['auto']:.2e}")
             for cfg in grid:
                 out = outs[cfg].fill_(float("nan"))
                 run(cfg)
@@ -93,8 +87,7 @@ def main():
                 name = cfg.describe()
                 errors[name] = rel_error(p.checked(out).float(), p.reference)
                 if torch.isnan(out).any().item() or errors[name] > 1.5 * errors["cuBLAS"] + 1e-4:
-                    bad += 1
-                    log(f"FAIL {p.shape} {name}: error {errors[name]:.2e}")
+                    sweep.fail(f"{p.shape} {name}: error {errors[name]:.2e}")
                 fns[name] = (lambda cfg: lambda: run(cfg))(cfg)
             timed = bench.benchmark(fns, flops=p.flops, reps=20)
             weight = N * K  # bytes of the FP8 weight, which a small M streams
@@ -110,11 +103,10 @@ def main():
                 f"all {len(fns) - 1}' best {timed[best].median_ms * 1e3:6.1f} "
                 f"({timed[best].tflops / timed['cuBLAS'].tflops:.3f}x, {weight / timed[best].median_ms / 1e6:.0f} GB/s): "
                 f"{best[9:]}")
-            results.save(NAME, records, failed_checks=bad, log=lines)
+            sweep.save()
             del p, fns, outs
             torch.cuda.empty_cache()
-    log(f"done: {bad} failed checks, {time.time() - t0:.0f} s")
-    results.save(NAME, records, failed_checks=bad, log=lines)
+    sweep.done()
 
 
 if __name__ == "__main__":

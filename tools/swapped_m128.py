@@ -20,7 +20,6 @@ at M = 256 behind both on all five (0.60 to 0.99x the Gluon kernel). So MAX_M st
 kernel's block-wise cells were measured with its K loop of then, which waited for each K block.
 """
 import dataclasses
-import time
 
 import torch
 
@@ -38,12 +37,8 @@ NAME = "swapped_m128"
 
 
 def main():
-    t0 = time.time()
-    lines, records, bad = [], [], 0
-
-    def log(line):
-        print(line, flush=True)
-        lines.append(line)
+    sweep = results.Sweep(NAME)
+    log, records = sweep.log, sweep.records
 
     num_sms = sm_count(torch.device("cuda"))
     for M, recipe, precise in CELLS:
@@ -71,8 +66,7 @@ def main():
                 name = cfg.describe()
                 errors[name] = rel_error(p.checked(out).float(), p.reference)
                 if torch.isnan(out).any().item() or errors[name] > 1.5 * errors["cuBLAS"] + 1e-4:
-                    bad += 1
-                    log(f"FAIL {p.shape} {recipe} {acc} {name}: error {errors[name]:.2e}")
+                    sweep.fail(f"{p.shape} {recipe} {acc} {name}: error {errors[name]:.2e}")
                 fns[name] = (lambda cfg, out: lambda: S._run(ops, out, cfg, flags))(cfg, out)
             timed = bench.benchmark(fns, flops=p.flops, reps=20)
             best = max((n for n in fns if n.startswith("swapped")), key=lambda n: timed[n].tflops)
@@ -85,11 +79,10 @@ def main():
                 f"gluon {timed['gluon'].median_ms * 1e3:6.1f} swapped {timed[best].median_ms * 1e3:6.1f} "
                 f"({best[9:70]}) x cuBLAS {timed[best].tflops / timed['cuBLAS'].tflops:.3f}, "
                 f"x gluon {timed[best].tflops / timed['gluon'].tflops:.3f}")
-            results.save(NAME, records, failed_checks=bad, log=lines)
+            sweep.save()
             del p, fns
             torch.cuda.empty_cache()
-    log(f"done: {bad} failed checks, {time.time() - t0:.0f} s")
-    results.save(NAME, records, failed_checks=bad, log=lines)
+    sweep.done()
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ was within -4.4% to +3.3% of the best through pointers, so the kernel loads thro
 """
 import dataclasses
 import sys
-import time
 
 import torch
 
@@ -41,12 +40,8 @@ NAME = "swapped"
 
 
 def main():
-    t0 = time.time()
-    lines, records, bad = [], [], 0
-
-    def log(line):
-        print(line, flush=True)
-        lines.append(line)
+    sweep = results.Sweep(NAME)
+    log, records = sweep.log, sweep.records
 
     num_sms = sm_count(torch.device("cuda"))
     for recipe, precise in RECIPES:
@@ -81,8 +76,7 @@ def main():
                     errors[name] = rel_error(p.checked(out).float(), p.reference)
                     ok = not torch.isnan(out).any().item() and errors[name] <= 1.5 * errors.get("cuBLAS", 2e-3) + 1e-4
                     if not ok:
-                        bad += 1
-                        log(f"FAIL {p.shape} {recipe} {acc} {name}: error {errors[name]:.2e}")
+                        sweep.fail(f"{p.shape} {recipe} {acc} {name}: error {errors[name]:.2e}")
                     fns[name] = (lambda cfg, out: lambda: S.launch_swapped(ops, out, precise, config=cfg))(cfg, out)
                 errors["gluon"] = rel_error(p.checked(fns["gluon"]()).float(), p.reference)
                 timed = bench.benchmark(fns, flops=p.flops, reps=20)
@@ -113,11 +107,10 @@ def main():
                 log(f"{p.shape:<17} {recipe:<5} {acc:<7} us: cuBLAS {cub_us} gluon {timed['gluon'].median_ms * 1e3:6.1f} "
                     f"swapped {timed[best].median_ms * 1e3:6.1f} ({best[9:60]}) | api us: "
                     + " ".join(f"{n.split()[-1]} {r.median_us:.1f}" for n, r in api_timed.items()))
-                results.save(NAME, records, failed_checks=bad, log=lines)
+                sweep.save()
                 del p, fns
                 torch.cuda.empty_cache()
-    log(f"done: {bad} failed checks, {time.time() - t0:.0f} s")
-    results.save(NAME, records, failed_checks=bad, log=lines)
+    sweep.done()
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ short (3072 or 4096 columns, M of 512 to 1152) and on 4096 x 16384 x 7168 (0.843
 0.867x) too. Not kept.
 """
 import sys
-import time
 
 import torch
 import triton
@@ -242,18 +241,14 @@ def main():
     from fp8_tutorial import scaled_mm
     from fp8_tutorial.checks import rel_error
     from fp8_tutorial.measure import bench, results
-    from fp8_tutorial.measure.contenders import REGISTRY, SEED_SHAPES, make_problem
+    from fp8_tutorial.measure import blockwise
+    from fp8_tutorial.measure.contenders import REGISTRY, make_problem
 
-    t0 = time.time()
-    lines, records, bad = [], [], 0
+    sweep = results.Sweep("wide_blockwise")
+    log, records = sweep.log, sweep.records
 
-    def log(line):
-        print(line, flush=True)
-        lines.append(line)
-
-    cells = [(M, K, N) for (M, K, N) in SEED_SHAPES if N % 128 == 0 and K % 128 == 0]
-    cells += [(M, K, N) for N, K in [(24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
-              for M in (1024, 4096)]
+    # chapter 11's cells (the reference shapes, then DeepSeek-V3's) that 128 x 128 blocks cut
+    cells = [(M, K, N) for M, K, N in blockwise.cells((1024, 4096)) if N % 128 == 0 and K % 128 == 0]
     for M, K, N in cells:
         p = make_problem(M, K, N, "block", device="cuda", reference_rows=1024)
         cublas = REGISTRY["cublas/block/precise"].build(p)
@@ -280,8 +275,7 @@ def main():
                 errors[n] = rel_error(p.checked(fns[n]()).float(), p.reference)
         for n, e in errors.items():
             if n.startswith("wide") and not e <= 1.5 * errors["cuBLAS"] + 1e-4:
-                bad += 1
-                log(f"FAIL {p.shape} {n}: error {e:.2e} (cuBLAS {errors['cuBLAS']:.2e})")
+                sweep.fail(f"{p.shape} {n}: error {e:.2e} (cuBLAS {errors['cuBLAS']:.2e})")
         timed = bench.benchmark(fns, flops=p.flops, reps=20)
         base = timed["cuBLAS"].tflops
         for n in fns:
@@ -292,11 +286,10 @@ def main():
         log(f"{p.shape:<17} TFLOP/s: cuBLAS {base:6.0f} scaled_mm {timed['scaled_mm'].tflops:6.0f} "
             f"({timed['scaled_mm'].tflops / base:.3f}x) wide {timed[wide].tflops:6.0f} "
             f"({timed[wide].tflops / base:.3f}x, {wide[6:]})")
-        results.save("wide_blockwise", records, failed_checks=bad, log=lines)
+        sweep.save()
         del p, fns
         torch.cuda.empty_cache()
-    log(f"done: {bad} failed checks, {time.time() - t0:.0f} s")
-    results.save("wide_blockwise", records, failed_checks=bad, log=lines)
+    sweep.done()
 
 
 if __name__ == "__main__":

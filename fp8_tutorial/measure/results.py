@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import time
 from pathlib import Path
 
 from .._env import environment
@@ -44,6 +45,32 @@ def save(name: str, records: list[dict], **extra) -> Path:
     """Write records with the current environment as provenance; returns the file's path."""
     env = environment()
     return write_json(path(name, gpu_slug(env.gpu)), {"environment": env.as_dict(), **extra, "records": records})
+
+
+class Sweep:
+    """A measuring run of one of ``tools/``: its records, its failed checks and its log, all saved
+    to ``results/<name>_<gpu>.json`` by ``save`` (after each cell, so that a run cut short keeps
+    what it measured) and by ``done``, which logs the count of failed checks and the time taken."""
+
+    def __init__(self, name: str):
+        self.name, self.records, self.lines, self.failed = name, [], [], 0
+        self.started = time.time()
+
+    def log(self, line: str) -> None:
+        print(line, flush=True)
+        self.lines.append(line)
+
+    def fail(self, line: str) -> None:
+        """Count a failed check and log it, after "FAIL"."""
+        self.failed += 1
+        self.log(f"FAIL {line}")
+
+    def save(self) -> Path:
+        return save(self.name, self.records, failed_checks=self.failed, log=self.lines)
+
+    def done(self) -> Path:
+        self.log(f"done: {self.failed} failed checks, {time.time() - self.started:.0f} s")
+        return self.save()
 
 
 def load(name: str, gpu: str = "h200") -> dict:
