@@ -13,6 +13,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "notebooks"
 BOOK = ROOT / "book"
+#: Chapters written but not yet executed on a Hopper GPU. The tests run them (nbval, in the
+#: interpreter) like the others; the book leaves them out until ``make execute`` has made their
+#: copy in ``book/``, since it publishes GPU runs only. Once executed, a chapter leaves this set
+#: and joins ``_toc.yml`` (``sync_problems`` says so).
+AWAITING_GPU = {"12_fp8_in_a_model"}
 
 
 def chapters(selection: list[str] | None = None) -> list[Path]:
@@ -115,6 +120,11 @@ def sync_problems() -> list[str]:
     sources = chapters()
     for md in sources:
         executed = BOOK / f"{md.stem}.ipynb"
+        if md.stem in AWAITING_GPU:
+            if executed.exists():
+                problems.append(f"{executed.relative_to(ROOT)} exists: take {md.stem} off book.AWAITING_GPU and "
+                                "list it in _toc.yml")
+            continue
         if not executed.exists():
             problems.append(f"{md.relative_to(ROOT)} has no executed copy {executed.relative_to(ROOT)} "
                             "(run `make execute` on a Hopper GPU)")

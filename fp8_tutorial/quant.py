@@ -175,6 +175,14 @@ def quantize(x: torch.Tensor, granularity: str = "tensor", dtype: torch.dtype = 
     without the interpreter's slowness); ``"triton"`` or ``"torch"`` forces one.
     """
     _check(x, granularity, dtype)
+    if impl not in ("auto", "triton", "torch"):
+        raise ValueError(f"impl must be 'auto', 'triton' or 'torch', got {impl!r}")
+    if torch.compiler.is_compiling():  # one operator in the graph (its fake implementation: the shapes)
+        return torch.ops.fp8_tutorial.quantize(x, granularity, dtype, impl)
+    return _quantize(x, granularity, dtype, impl)
+
+
+def _quantize(x: torch.Tensor, granularity: str, dtype: torch.dtype, impl: str):
     # Not differentiable; and a lazily negated view (x.is_neg()) must be materialised, since the
     # kernels read raw memory.
     x = x.detach().resolve_neg()
@@ -182,9 +190,25 @@ def quantize(x: torch.Tensor, granularity: str = "tensor", dtype: torch.dtype = 
         impl = "triton" if x.is_cuda else "torch"
     if impl == "torch":
         return _quantize_torch(x, granularity, dtype)
-    if impl == "triton":
-        return _quantize_triton(x, granularity, dtype)
-    raise ValueError(f"impl must be 'auto', 'triton' or 'torch', got {impl!r}")
+    return _quantize_triton(x, granularity, dtype)
+
+
+def scale_shape(granularity: str, M: int, K: int) -> tuple[int, ...]:
+    """The shape of ``quantize``'s scale for an (M, K) input (module docstring)."""
+    return {"tensor": (), "row": (M, 1), "1x128": (M, K // GROUP), "128x128": (M // GROUP, K // GROUP)}[granularity]
+
+
+@torch.library.custom_op("fp8_tutorial::quantize", mutates_args=())
+def _quantize_op(x: torch.Tensor, granularity: str, dtype: torch.dtype, impl: str) -> tuple[torch.Tensor, torch.Tensor]:
+    return _quantize(x, granularity, dtype, impl)
+
+
+@_quantize_op.register_fake
+def _(x, granularity, dtype, impl):
+    _check(x, granularity, dtype)  # the checks that need no data, at trace time
+    M, K = x.shape
+    return (x.new_empty((M, K), dtype=dtype),
+            x.new_empty(scale_shape(granularity, M, K), dtype=torch.float32))
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:

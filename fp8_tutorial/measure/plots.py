@@ -680,3 +680,29 @@ def blockwise_ratios(rows: list, shapes, label: str):
     fig.suptitle(f"Block-wise scaled_mm against cuBLAS block-wise ({label})", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+#: Chapter 12's layers: a colour per route, a line style per recipe.
+LAYER_STYLES = {"bf16": dict(color="black", ls="-"), "torch row": dict(color="tab:blue", ls="--"),
+                "fp8_tutorial row": dict(color="tab:red", ls="--"), "torch block": dict(color="tab:blue", ls="-"),
+                "fp8_tutorial block": dict(color="tab:red", ls="-")}
+
+
+def layer_times(records: list, label: str):
+    """Chapter 12: time per decoder-layer call against tokens, one line per layer (``measure.model``'s
+    records), decode (left) and prefill (right), log-log."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.8))
+    for ax, phase in zip(axes, ("decode", "prefill")):
+        for name, style in LAYER_STYLES.items():
+            pts = sorted((r["tokens"], r["us"]) for r in records if r["phase"] == phase and r["layer"] == name)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=name, **style)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        finish(ax, f"{phase}: " + ("one new token per sequence" if phase == "decode" else "whole sequences"),
+               "M (tokens)", "microseconds per layer call", grid="both",
+               legend=dict(fontsize=7) if phase == "decode" else False)
+    fig.suptitle(f"A Llama-3-8B decoder layer under torch.compile ({label})", fontsize=10)
+    fig.tight_layout()
+    return fig

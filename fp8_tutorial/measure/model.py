@@ -1,0 +1,499 @@
+"""A Llama-3-8B decoder layer, and what chapter 12 measures on it: time per layer against tokens,
+in bf16, with ``torch._scaled_mm`` and with the book's ``FP8Linear``, each under ``torch.compile``;
+the output's error per recipe; where the time goes.
+
+The layer is written here in plain torch (``DecoderLayer``): Llama 3's architecture (RMSNorm,
+grouped-query attention with rotary embeddings, a SwiGLU MLP) at Llama-3-8B's sizes, with random
+weights. Its projections are ``nn.Linear`` modules, fused the way inference engines hold them
+(``qkv_proj``, ``gate_up_proj``), so ``fp8_tutorial.nn.convert`` treats it as it treats a model
+from a library: it finds and replaces the linear layers.
+
+The layers compared (``VARIANTS``), all made from the same bf16 weights:
+
+- ``bf16``: the layer as it is (cuBLAS bf16 GEMMs);
+- ``torch row``, ``torch block``: the route of PyTorch's own float8 inference, ``ScaledMMLinear``:
+  the input quantized with torch operations (which ``torch.compile`` fuses with its neighbours),
+  then cuBLAS through ``torch._scaled_mm`` (per row, fast accumulation) or
+  ``torch.nn.functional.scaled_mm`` (block-wise, whose input scales must be M-major first);
+- ``fp8_tutorial row``, ``fp8_tutorial block``: ``FP8Linear`` (``quantize``, then ``scaled_mm``).
+
+The weights of both FP8 routes are the same bits (``quantize``'s), so their errors differ by
+the input's quantization and the GEMM alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict, dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from .. import nn as fnn
+from .._env import ON_GPU
+from ..quant import FP8_MAX, GROUP, quantize
+
+
+@dataclass(frozen=True)
+class LlamaShape:
+    """A decoder layer's sizes: Llama-3-8B's by default."""
+
+    hidden: int = 4096
+    intermediate: int = 14336
+    heads: int = 32
+    kv_heads: int = 8
+    head_dim: int = 128
+    rope_theta: float = 500000.0
+    eps: float = 1e-5
+
+    def projections(self) -> dict[str, tuple[int, int]]:
+        """(N, K) of each projection, by its name in ``DecoderLayer``."""
+        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        return {"self_attn.qkv_proj": (q + 2 * kv, self.hidden), "self_attn.o_proj": (self.hidden, q),
+                "mlp.gate_up_proj": (2 * self.intermediate, self.hidden), "mlp.down_proj": (self.hidden, self.intermediate)}
+
+    def gemm_flops(self, tokens: int) -> int:
+        """The FLOPs of the layer's four projections for ``tokens`` tokens (2 M N K each)."""
+        return sum(2 * tokens * n * k for n, k in self.projections().values())
+
+
+LLAMA3_8B = LlamaShape()
+#: A layer small enough for Triton's interpreter (the chapters' CPU runs and the tests).
+TINY = LlamaShape(hidden=256, intermediate=512, heads=4, kv_heads=2, head_dim=64)
+
+
+def rope_tables(positions: torch.Tensor, shape: LlamaShape, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the rotary embedding at ``positions``, (len(positions), head_dim), in float32
+    and then ``dtype``, as Llama computes them."""
+    d = shape.head_dim
+    inv = 1.0 / shape.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32, device=positions.device) / d)
+    angles = positions.float()[:, None] * inv[None, :]
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+class Attention(torch.nn.Module):
+    """Grouped-query attention: ``heads`` query heads share ``kv_heads`` key and value heads."""
+
+    def __init__(self, s: LlamaShape):
+        super().__init__()
+        self.s = s
+        q, kv = s.heads * s.head_dim, s.kv_heads * s.head_dim
+        self.qkv_proj = torch.nn.Linear(s.hidden, q + 2 * kv, bias=False)
+        self.o_proj = torch.nn.Linear(q, s.hidden, bias=False)
+
+    def forward(self, x, cos, sin, past=None):
+        s = self.s
+        B, S, _ = x.shape
+        q, k, v = self.qkv_proj(x).split([s.heads * s.head_dim, s.kv_heads * s.head_dim, s.kv_heads * s.head_dim], -1)
+        q = _rotate(q.view(B, S, s.heads, s.head_dim).transpose(1, 2), cos, sin)
+        k = _rotate(k.view(B, S, s.kv_heads, s.head_dim).transpose(1, 2), cos, sin)
+        v = v.view(B, S, s.kv_heads, s.head_dim).transpose(1, 2)
+        if past is None:  # prefill: each sequence's tokens attend to those before them
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:  # decode: one new token per sequence attends to its cache and to itself
+            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+            o = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        return self.o_proj(o.transpose(1, 2).reshape(B, S, s.heads * s.head_dim))
+
+
+class MLP(torch.nn.Module):
+    """SwiGLU: ``down(silu(gate(x)) * up(x))``, gate and up in one projection."""
+
+    def __init__(self, s: LlamaShape):
+        super().__init__()
+        self.gate_up_proj = torch.nn.Linear(s.hidden, 2 * s.intermediate, bias=False)
+        self.down_proj = torch.nn.Linear(s.intermediate, s.hidden, bias=False)
+
+    def forward(self, x):
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class DecoderLayer(torch.nn.Module):
+    """One Llama decoder layer: ``h = x + attn(norm(x))``, ``out = h + mlp(norm(h))``. ``forward``
+    takes hidden states (batch, sequence, hidden), the rotary tables of their positions and, to
+    decode, ``past``: each sequence's cached keys and values, (batch, kv_heads, context, head_dim)."""
+
+    def __init__(self, s: LlamaShape = LLAMA3_8B):
+        super().__init__()
+        self.input_layernorm = torch.nn.RMSNorm(s.hidden, eps=s.eps)
+        self.self_attn = Attention(s)
+        self.post_attention_layernorm = torch.nn.RMSNorm(s.hidden, eps=s.eps)
+        self.mlp = MLP(s)
+
+    def forward(self, x, cos, sin, past=None):
+        h = x + self.self_attn(self.input_layernorm(x), cos, sin, past)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+# ---- the torch._scaled_mm route -------------------------------------------------------------------
+
+class ScaledMMLinear(torch.nn.Module):
+    """An FP8 linear layer the way PyTorch's own float8 inference builds one: the weight quantized
+    once (here by ``quantize``, so that its bits are ``FP8Linear``'s), the input quantized on every
+    call with torch operations (an amax, a division, a clamp, a cast), and cuBLAS: per row,
+    ``torch._scaled_mm`` with fast accumulation; block-wise, ``torch.nn.functional.scaled_mm`` (it
+    refuses fast accumulation, and wants the input's scales M-major). Runs on a CUDA GPU only:
+    torch's CPU ``_scaled_mm`` takes per-tensor scales only."""
+
+    def __init__(self, linear: torch.nn.Linear, recipe: str):
+        super().__init__()
+        if recipe not in fnn.RECIPES:
+            raise ValueError(f"unknown recipe {recipe!r}: expected one of {', '.join(map(repr, fnn.RECIPES))}")
+        self.recipe = recipe
+        q, s = quantize(linear.weight.detach(), fnn.RECIPES[recipe][1])
+        self.register_buffer("weight", q)
+        self.register_buffer("weight_scale", s)
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().to(torch.bfloat16))
+
+    def forward(self, x):
+        lead, K = x.shape[:-1], x.shape[-1]
+        x2 = x.reshape(-1, K).float()
+        fmax = FP8_MAX[torch.float8_e4m3fn]
+        if self.recipe == "row":
+            scale = x2.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / fmax
+            q = (x2 / scale).clamp(-fmax, fmax).to(torch.float8_e4m3fn)
+            out = torch._scaled_mm(q, self.weight.t(), scale, self.weight_scale.t(), bias=self.bias,
+                                   out_dtype=torch.bfloat16, use_fast_accum=True)
+        else:
+            from torch.nn.functional import ScalingType, scaled_mm
+
+            groups = x2.view(x2.shape[0], K // GROUP, GROUP)
+            scale = groups.abs().amax(dim=2).clamp_min(1e-12) / fmax
+            q = (groups / scale[:, :, None]).clamp(-fmax, fmax).to(torch.float8_e4m3fn).view(x2.shape)
+            out = scaled_mm(q, self.weight.t(), scale.t().contiguous().t(), ScalingType.BlockWise1x128,
+                            self.weight_scale.t(), ScalingType.BlockWise128x128, output_dtype=torch.bfloat16,
+                            use_fast_accum=False)
+            if self.bias is not None:
+                out = out + self.bias
+        return out.reshape(*lead, out.shape[-1])
+
+
+# ---- the layers compared ----------------------------------------------------------------------------
+
+#: The layers of the comparison, by name: (route, recipe); the bf16 layer has neither.
+VARIANTS = {"bf16": (None, None), "torch row": ("torch", "row"), "fp8_tutorial row": ("fp8_tutorial", "row"),
+            "torch block": ("torch", "block"), "fp8_tutorial block": ("fp8_tutorial", "block")}
+
+
+def variants(shape: LlamaShape = LLAMA3_8B, names=None, device=None, seed: int = 0) -> dict[str, torch.nn.Module]:
+    """The layers of ``names`` (default: every one of ``VARIANTS`` that runs here; the torch route
+    needs a CUDA GPU), each a copy of one bf16 layer with random weights (``seed``), its
+    projections converted, in eval mode."""
+    device = torch.device(device or ("cuda" if ON_GPU else "cpu"))
+    names = list(names or [n for n, (route, _) in VARIANTS.items() if route != "torch" or device.type == "cuda"])
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown layers {unknown}: expected some of {list(VARIANTS)}")
+    torch.manual_seed(seed)
+    base = DecoderLayer(shape).to(device, torch.bfloat16).eval()
+    layers = {}
+    for name in names:
+        route, recipe = VARIANTS[name]
+        layer = copy.deepcopy(base)
+        if route == "fp8_tutorial":
+            fnn.convert(layer, recipe)
+        elif route == "torch":
+            fnn.replace_linears(layer, lambda m, r=recipe: ScaledMMLinear(m, r),
+                                refusal=fnn.block_refusal if recipe == "block" else None)
+        layers[name] = layer
+    return layers
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a layer is called with for ``tokens`` tokens: prefill, ``tokens // seq`` sequences of
+    ``seq`` tokens; decode, ``tokens`` sequences of one new token each, with ``context`` cached."""
+
+    phase: str
+    tokens: int
+    x: torch.Tensor
+    cos: torch.Tensor
+    sin: torch.Tensor
+    past: tuple[torch.Tensor, torch.Tensor] | None
+
+    def args(self) -> tuple:
+        return (self.x, self.cos, self.sin) + ((self.past,) if self.past is not None else ())
+
+
+def make_inputs(shape: LlamaShape, phase: str, tokens: int, *, seq: int = 1024, context: int = 1024,
+                outliers: bool = False, device=None, seed: int = 0) -> Inputs:
+    """Random bf16 hidden states (and, to decode, a random cache) for ``tokens`` tokens. With
+    ``outliers``, as a trained model's residual stream has them: tokens whose magnitudes differ
+    by up to 30x, and one channel in 200 a hundred to a thousand times louder than the rest (the
+    activations of chapters 02 and 11)."""
+    device = torch.device(device or ("cuda" if ON_GPU else "cpu"))
+    g = torch.Generator().manual_seed(seed)
+    if phase == "prefill":
+        if tokens % seq:
+            raise ValueError(f"prefill takes whole sequences of {seq} tokens, got {tokens} tokens")
+        batch, length, positions, past = tokens // seq, seq, torch.arange(seq), None
+    elif phase == "decode":
+        batch, length, positions = tokens, 1, torch.tensor([context])
+        cache = (tokens, shape.kv_heads, context, shape.head_dim)
+        past = tuple(torch.randn(cache, generator=g).to(device, torch.bfloat16) for _ in range(2))
+    else:
+        raise ValueError(f"phase is 'prefill' or 'decode', got {phase!r}")
+    x = torch.randn(batch, length, shape.hidden, generator=g)
+    if outliers:
+        x *= 10 ** (torch.rand(batch, length, 1, generator=g) * 1.5 - 0.75)
+        loud = torch.randperm(shape.hidden, generator=g)[: max(1, shape.hidden // 200)]
+        x[..., loud] *= 10 ** (2 + torch.rand(len(loud), generator=g))
+    cos, sin = rope_tables(positions.to(device), shape, torch.bfloat16)
+    return Inputs(phase, tokens, x.to(device, torch.bfloat16), cos, sin, past)
+
+
+def compiled(layer: torch.nn.Module):
+    """``layer`` under ``torch.compile(fullgraph=True)``, the number of tokens a dynamic size (one
+    compilation for every M); on a GPU with CUDA graphs (``mode="reduce-overhead"``: one graph per
+    M, replayed), as inference engines run their layers. In Triton's interpreter, traced only
+    (``backend="aot_eager"``): Inductor's code would add nothing to what is checked there."""
+    if ON_GPU:
+        return torch.compile(layer, fullgraph=True, dynamic=True, mode="reduce-overhead")
+    return torch.compile(layer, fullgraph=True, dynamic=True, backend="aot_eager")
+
+
+def errors(layers: dict, inputs: Inputs, reference: str = "bf16") -> dict[str, tuple[float, float]]:
+    """Each layer's relative (Frobenius) error against the ``reference`` layer, eager, on the same
+    inputs: of its output, and of its update (the output less the input, which the residual
+    connections carry through unchanged and which would otherwise hide the layer's own error)."""
+    from ..checks import rel_error
+
+    with torch.inference_mode():
+        x = inputs.x.float()
+        ref = layers[reference](*inputs.args()).float()
+        out = {}
+        for n, layer in layers.items():
+            if n != reference:
+                y = layer(*inputs.args()).float()
+                out[n] = (rel_error(y, ref), rel_error(y - x, ref - x))
+        return out
+
+
+# ---- timing ---------------------------------------------------------------------------------------
+
+PREFILL_TOKENS = [1024, 2048, 4096, 8192, 16384]
+DECODE_TOKENS = [1, 2, 4, 8, 16, 32, 64]
+RESULTS = "model"  # results/model_<gpu>.json
+
+
+def _calls(tokens: int, phase: str) -> tuple[int, int]:
+    """(calls a batch, rounds) of ``api_benchmark``: fewer where a call takes milliseconds."""
+    return (50, 10) if phase == "decode" or tokens <= 2048 else (10, 5)
+
+
+def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE_TOKENS, names=None,
+            progress: bool = True) -> list[dict]:
+    """One record per phase, M (tokens) and layer: its time per call back to back
+    (``bench.api_benchmark``: each layer compiled, called as a model calls it, the layers
+    interleaved round by round), and its errors against the bf16 layer (``errors``) on plain random
+    hidden states and on hidden states with outliers (``make_inputs``)."""
+    from .bench import api_benchmark, require_gpu
+
+    require_gpu("timing a model's layer")
+    layers = variants(shape, names)
+    fns = {n: compiled(layer) for n, layer in layers.items()}
+    records = []
+    with torch.inference_mode():
+        for phase, ms in (("decode", decode), ("prefill", prefill)):
+            for M in ms:
+                inputs = make_inputs(shape, phase, M)
+                args = inputs.args()
+                calls, rounds = _calls(M, phase)
+                timed = api_benchmark({n: (lambda f=f: f(*args)) for n, f in fns.items()}, calls=calls, rounds=rounds,
+                                      flops=shape.gemm_flops(M))
+                errs = {kind: errors(layers, make_inputs(shape, phase, M, outliers=kind == "outliers"))
+                        for kind in ("plain", "outliers")}
+                for n, r in timed.items():
+                    records.append(dict(phase=phase, tokens=M, layer=n, us=r.median_us, p10_us=r.p10_us,
+                                        p90_us=r.p90_us, host_us=r.host_us,
+                                        errors={kind: dict(zip(("output", "update"), e[n]))
+                                                for kind, e in errs.items() if n in e}))
+                if progress:
+                    print(f"{phase:<8} M={M:<6} " + "  ".join(f"{n} {timed[n].median_us:7.0f} us" for n in fns),
+                          flush=True)
+                del inputs, args
+    return records
+
+
+#: Kernel names by what they do: the GEMMs (the book's kernels, cuBLAS's and CUTLASS's), the
+#: quantization of the input (``quantize``'s kernel; the torch route's are Inductor's, whose names
+#: list the operations fused into them: an ``amax`` among them).
+#: Attention's kernels (FlashAttention's, cuDNN's) come first: their names can hold a GEMM's words.
+ATTENTION_NAMES = ("flash", "sdpa", "attention", "fmha")
+GEMM_NAMES = ("gluon_", "swapped", "tma_", "persistent", "tiled", "streamk", "ws_kernel", "gemm", "nvjet", "cutlass",
+              "xmma")
+QUANTIZE_NAMES = ("quantize", "amax")
+
+
+def kind_of(kernel: str) -> str:
+    """"GEMM", "quantization" or "rest", from a kernel's name (``ATTENTION_NAMES``, ``GEMM_NAMES``,
+    ``QUANTIZE_NAMES``)."""
+    low = kernel.lower()
+    if any(k in low for k in ATTENTION_NAMES):
+        return "rest"
+    if any(k in low for k in GEMM_NAMES):
+        return "GEMM"
+    if any(k in low for k in QUANTIZE_NAMES):
+        return "quantization"
+    return "rest"
+
+
+def breakdown(shape: LlamaShape = LLAMA3_8B, tokens=((("decode", 16), ("prefill", 4096))), names=None,
+              calls: int = 20) -> list[dict]:
+    """Where each compiled layer's GPU time goes, from ``torch.profiler``: the kernels' time per
+    call, summed by ``kind_of``, one record per (phase, M, layer, kind), with the kernels' names."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from .bench import require_gpu
+
+    require_gpu("profiling a model's layer")
+    layers = variants(shape, names)
+    records = []
+    with torch.inference_mode():
+        for phase, M in tokens:
+            args = make_inputs(shape, phase, M).args()
+            for n, layer in layers.items():
+                fn = compiled(layer)
+                for _ in range(3):  # compile, tune, record the graph
+                    fn(*args)
+                torch.cuda.synchronize()
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(calls):
+                        fn(*args)
+                    torch.cuda.synchronize()
+                kinds: dict[str, dict] = {}
+                for e in prof.key_averages():
+                    if e.device_type != torch.autograd.DeviceType.CUDA or e.self_device_time_total <= 0:
+                        continue
+                    k = kinds.setdefault(kind_of(e.key), dict(us=0.0, kernels=[]))
+                    k["us"] += e.self_device_time_total / calls
+                    k["kernels"].append(e.key)
+                if not kinds:
+                    raise RuntimeError(f"the profiler saw no kernel of {n} ({phase}, M = {M})")
+                for kind, k in kinds.items():
+                    records.append(dict(phase=phase, tokens=M, layer=n, kind=kind, us=k["us"],
+                                        kernels=sorted(set(k["kernels"]))))
+    return records
+
+
+class Run(NamedTuple):
+    """What ``or_load`` returns: the timing records, the breakdown's, where they come from, and the
+    GPU they were measured on ("" where none was)."""
+
+    records: list
+    breakdown: list
+    where: str
+    gpu: str
+
+
+def or_load(**kw) -> Run:
+    """``measure`` and ``breakdown`` now on a Hopper GPU (saved to ``results/model_<gpu>.json``),
+    else the H200's recorded run; without either, empty records and a note saying so."""
+    from . import results
+
+    if ON_GPU and torch.cuda.get_device_capability()[0] == 9:
+        records, parts = measure(**kw), breakdown()
+        path = results.save(RESULTS, records, breakdown=parts, shape=asdict(LLAMA3_8B))
+        gpu = results.load(RESULTS, results.gpu_slug())["environment"]["gpu"]
+        return Run(records, parts, f"measured now, saved to results/{path.name}", gpu)
+    try:
+        saved = results.load(RESULTS)
+    except FileNotFoundError as e:
+        return Run([], [], f"nothing to show: no Hopper GPU here, and {e}", "")
+    return Run(saved["records"], saved["breakdown"], "recorded on " + results.provenance(saved),
+               saved["environment"]["gpu"])
+
+
+# ---- tables -------------------------------------------------------------------------------------
+
+def _by(records: list[dict]) -> dict:
+    return {(r["phase"], r["tokens"], r["layer"]): r for r in records}
+
+
+def table(records: list[dict], phase: str) -> str:
+    """Microseconds per layer call at each M of ``phase``, and each FP8 layer's speed-up over bf16 and
+    over the torch route of its recipe."""
+    by = _by(records)
+    layers = [n for n in VARIANTS if any(k[2] == n for k in by)]
+    ms = sorted({k[1] for k in by if k[0] == phase})
+    head = f"{'M':>6} " + " ".join(f"{n:>18}" for n in layers)
+    lines = [f"{phase}: microseconds per layer call (x bf16 | x torch of the same recipe)", head]
+    for M in ms:
+        cells = []
+        for n in layers:
+            r = by.get((phase, M, n))
+            if r is None:
+                cells.append(f"{'-':>18}")
+                continue
+            route, recipe = VARIANTS[n]
+            text = f"{r['us']:.0f}"
+            if route:
+                text += f" {by[(phase, M, 'bf16')]['us'] / r['us']:.2f}x" if (phase, M, "bf16") in by else ""
+                torch_route = by.get((phase, M, f"torch {recipe}"))
+                if route == "fp8_tutorial" and torch_route:
+                    text += f" {torch_route['us'] / r['us']:.2f}x"
+            cells.append(f"{text:>18}")
+        lines.append(f"{M:>6} " + " ".join(cells))
+    return "\n".join(lines)
+
+
+def error_table(records: list[dict], inputs: str = "outliers") -> str:
+    """Each FP8 layer's error against the bf16 layer at each M, on ``inputs`` ("plain" or
+    "outliers"): of the output, and of the layer's update (output less input)."""
+    by = _by(records)
+    layers = [n for n in VARIANTS if n != "bf16" and any(k[2] == n for k in by)]
+    lines = [f"relative error against the bf16 layer, {inputs} hidden states: output | update (output - input)",
+             f"{'phase':>8} {'M':>6} " + " ".join(f"{n:>19}" for n in layers)]
+    for phase, M in sorted({k[:2] for k in by}, key=lambda k: (k[0] != "decode", k[1])):
+        cells = []
+        for n in layers:
+            e = by.get((phase, M, n), {}).get("errors", {}).get(inputs)
+            cells.append(f"{e['output']:>9.1e} {e['update']:>9.1e}" if e else f"{'-':>19}")
+        lines.append(f"{phase:>8} {M:>6} " + " ".join(cells))
+    return "\n".join(lines)
+
+
+def summary(records: list[dict]) -> dict:
+    """Against the chapter's targets: for each FP8 layer of the book, the lowest speed-up over bf16
+    and over the torch route of its recipe, per phase; and whether block-wise's error (of the
+    update, the larger) is at most per row's at every M, on both kinds of hidden states."""
+    by = _by(records)
+    out = {}
+    for phase in ("prefill", "decode"):
+        for recipe in ("row", "block"):
+            ours = [(k[1], r["us"]) for k, r in by.items() if k[0] == phase and k[2] == f"fp8_tutorial {recipe}"]
+            if not ours:
+                continue
+            vs_bf16 = [by[(phase, M, "bf16")]["us"] / us for M, us in ours if (phase, M, "bf16") in by]
+            vs_torch = [by[(phase, M, f"torch {recipe}")]["us"] / us for M, us in ours
+                        if (phase, M, f"torch {recipe}") in by]
+            out[f"{phase} {recipe}"] = dict(min_vs_bf16=min(vs_bf16, default=math.nan),
+                                            min_vs_torch=min(vs_torch, default=math.nan))
+    pairs = [(e["update"], by[(k[0], k[1], "fp8_tutorial row")]["errors"][kind]["update"])
+             for k, r in by.items() if k[2] == "fp8_tutorial block" and (k[0], k[1], "fp8_tutorial row") in by
+             for kind, e in r["errors"].items()]
+    out["block error at most row's"] = all(b <= r for b, r in pairs) if pairs else None
+    return out
+
+
+def breakdown_table(parts: list[dict]) -> str:
+    """Microseconds per call by kind of kernel, for each (phase, M) profiled and layer."""
+    rows: dict = {}
+    for p in parts:
+        rows.setdefault((p["phase"], p["tokens"], p["layer"]), {})[p["kind"]] = p["us"]
+    kinds = ["GEMM", "quantization", "rest"]
+    lines = ["GPU time per layer call by kind of kernel (microseconds)",
+             f"{'phase':>8} {'M':>6} {'layer':>20} " + " ".join(f"{k:>13}" for k in kinds) + f" {'total':>9}"]
+    for (phase, M, layer), k in rows.items():
+        lines.append(f"{phase:>8} {M:>6} {layer:>20} " + " ".join(f"{k.get(kind, 0.0):13.1f}" for kind in kinds)
+                     + f" {sum(k.values()):9.1f}")
+    return "\n".join(lines)
