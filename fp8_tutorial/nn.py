@@ -75,7 +75,9 @@ class FP8Linear(torch.nn.Module):
             raise TypeError("weight_scale must be a float32 tensor (a dequantization multiplier)")
         recipe = _recipe_of(weight_scale, N, K)
         if recipe is None:
-            expected = f"({N}, 1) per row" + ("" if block_refusal(N, K) else f" or {(N // GROUP, K // GROUP)} block-wise")
+            expected = f"({N}, 1) per row"
+            if not block_refusal(N, K):
+                expected += f" or {(N // GROUP, K // GROUP)} block-wise"
             raise ValueError(f"weight_scale has shape {tuple(weight_scale.shape)}: expected {expected} for a "
                              f"{(N, K)} weight")
         if bias is not None:

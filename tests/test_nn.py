@@ -98,7 +98,8 @@ def test_refusals_say_what_was_expected(device):
         (TypeError, "torch.nn.Linear", lambda: fnn.FP8Linear.from_linear(torch.nn.ReLU())),
         (ValueError, "in_features = 256", lambda: layer(torch.randn(4, 100, device=device))),
         (ValueError, "in_features = 256", lambda: layer(torch.tensor(1.0, device=device))),
-        (TypeError, "float32, bfloat16 or float16", lambda: layer(torch.ones(4, 256, dtype=torch.int32, device=device))),
+        (TypeError, "float32, bfloat16 or float16",
+         lambda: layer(torch.ones(4, 256, dtype=torch.int32, device=device))),
         (TypeError, "torch.Tensor", lambda: layer([1.0] * 256)),
     ]
     for error, words, call in cases:

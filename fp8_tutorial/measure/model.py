@@ -52,7 +52,8 @@ class LlamaShape:
         """(N, K) of each projection, by its name in ``DecoderLayer``."""
         q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
         return {"self_attn.qkv_proj": (q + 2 * kv, self.hidden), "self_attn.o_proj": (self.hidden, q),
-                "mlp.gate_up_proj": (2 * self.intermediate, self.hidden), "mlp.down_proj": (self.hidden, self.intermediate)}
+                "mlp.gate_up_proj": (2 * self.intermediate, self.hidden),
+                "mlp.down_proj": (self.hidden, self.intermediate)}
 
     def gemm_flops(self, tokens: int) -> int:
         """The FLOPs of the layer's four projections for ``tokens`` tokens (2 M N K each)."""
@@ -420,29 +421,28 @@ def _by(records: list[dict]) -> dict:
 
 
 def table(records: list[dict], phase: str) -> str:
-    """Microseconds per layer call at each M of ``phase``, and each FP8 layer's speed-up over bf16 and
-    over the torch route of its recipe."""
+    """Microseconds per layer call at each M of ``phase``: bf16's, and for each recipe the torch
+    route's and the book's, with the book's speed-up over bf16 and over the torch route."""
     by = _by(records)
-    layers = [n for n in VARIANTS if any(k[2] == n for k in by)]
-    ms = sorted({k[1] for k in by if k[0] == phase})
-    head = f"{'M':>6} " + " ".join(f"{n:>18}" for n in layers)
-    lines = [f"{phase}: microseconds per layer call (x bf16 | x torch of the same recipe)", head]
-    for M in ms:
-        cells = []
-        for n in layers:
-            r = by.get((phase, M, n))
-            if r is None:
-                cells.append(f"{'-':>18}")
-                continue
-            route, recipe = VARIANTS[n]
-            text = f"{r['us']:.0f}"
-            if route:
-                text += f" {by[(phase, M, 'bf16')]['us'] / r['us']:.2f}x" if (phase, M, "bf16") in by else ""
-                torch_route = by.get((phase, M, f"torch {recipe}"))
-                if route == "fp8_tutorial" and torch_route:
-                    text += f" {torch_route['us'] / r['us']:.2f}x"
-            cells.append(f"{text:>18}")
-        lines.append(f"{M:>6} " + " ".join(cells))
+
+    def us(M, name):
+        r = by.get((phase, M, name))
+        return None if r is None else r["us"]
+
+    def cell(value, width, fmt, unit=""):
+        return f"{'-':>{width}}" if value is None else f"{value:>{width - len(unit)}{fmt}}{unit}"
+
+    groups = "".join(f"  {'--- ' + recipe + ' ---':^33}" for recipe in ("per row", "block-wise"))
+    lines = [f"{phase}: microseconds per layer call; x: the book's layer's speed-up", f"{'':>15}{groups}".rstrip(),
+             f"{'M':>6} {'bf16':>8}" + f"   {'torch':>8} {'fp8_tut.':>8} {'x bf16':>7} {'x torch':>7}" * 2]
+    for M in sorted({k[1] for k in by if k[0] == phase}):
+        line = f"{M:>6} {cell(us(M, 'bf16'), 8, '.0f')}"
+        for recipe in ("row", "block"):
+            ours, torch_, bf16 = us(M, f"fp8_tutorial {recipe}"), us(M, f"torch {recipe}"), us(M, "bf16")
+            line += (f"   {cell(torch_, 8, '.0f')} {cell(ours, 8, '.0f')}"
+                     f" {cell(bf16 / ours if bf16 and ours else None, 7, '.2f', 'x')}"
+                     f" {cell(torch_ / ours if torch_ and ours else None, 7, '.2f', 'x')}")
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -451,14 +451,15 @@ def error_table(records: list[dict], inputs: str = "outliers") -> str:
     "outliers"): of the output, and of the layer's update (output less input)."""
     by = _by(records)
     layers = [n for n in VARIANTS if n != "bf16" and any(k[2] == n for k in by)]
-    lines = [f"relative error against the bf16 layer, {inputs} hidden states: output | update (output - input)",
-             f"{'phase':>8} {'M':>6} " + " ".join(f"{n:>19}" for n in layers)]
+    lines = [f"relative error against the bf16 layer, {inputs} hidden states:",
+             "of the output | of the update (output less input)",
+             f"{'phase':>7} {'M':>5}" + "".join(f" {n.replace('fp8_tutorial', 'fp8_tut.'):>17}" for n in layers)]
     for phase, M in sorted({k[:2] for k in by}, key=lambda k: (k[0] != "decode", k[1])):
         cells = []
         for n in layers:
             e = by.get((phase, M, n), {}).get("errors", {}).get(inputs)
-            cells.append(f"{e['output']:>9.1e} {e['update']:>9.1e}" if e else f"{'-':>19}")
-        lines.append(f"{phase:>8} {M:>6} " + " ".join(cells))
+            cells.append(f" {e['output']:>8.1e}|{e['update']:>8.1e}" if e else f" {'-':>17}")
+        lines.append(f"{phase:>7} {M:>5}" + "".join(cells))
     return "\n".join(lines)
 
 
