@@ -256,7 +256,12 @@ def compiled(layer: torch.nn.Module):
     """``layer`` under ``torch.compile(fullgraph=True)``, the number of tokens a dynamic size (one
     compilation for every M); on a GPU with CUDA graphs (``mode="reduce-overhead"``: one graph per
     M, replayed), as inference engines run their layers. In Triton's interpreter, traced only
-    (``backend="aot_eager"``): Inductor's code would add nothing to what is checked there."""
+    (``backend="aot_eager"``): Inductor's code would add nothing to what is checked there.
+
+    Dynamo keeps one compilation of ``DecoderLayer.forward`` per layer and per case (one token
+    or many, prefill or decode), all under the one code object; five layers make about twenty,
+    past its default limit of 8 (with ``fullgraph=True`` a hard error), so the limit is raised."""
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     if ON_GPU:
         return torch.compile(layer, fullgraph=True, dynamic=True, mode="reduce-overhead")
     return torch.compile(layer, fullgraph=True, dynamic=True, backend="aot_eager")
