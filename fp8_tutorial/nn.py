@@ -152,10 +152,30 @@ class FP8Linear(torch.nn.Module):
         scale_a = torch.ones((tokens, rows), dtype=torch.float32, device=self.weight.device)
         return choose(a, self.weight.t(), scale_a, self._scale_b(), out_dtype=self.out_dtype)
 
+    def _apply(self, fn, recurse=True):
+        """Moves (``.to(device)``, ``.cuda()``) move the buffers; conversions of dtype
+        (``model.to(torch.bfloat16)``, ``.half()``, which convert every floating-point tensor, FP8
+        ones among them) leave them as they are: the FP8 weight, its float32 scales and the bias
+        in the output's dtype."""
+        before = dict(self._buffers)
+        super()._apply(fn, recurse)
+        for name, old in before.items():
+            new = self._buffers[name]
+            if old is not None and new.dtype != old.dtype:
+                self._buffers[name] = old.to(new.device)
+        return self
+
     def extra_repr(self) -> str:
-        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
-                f"recipe={self.recipe!r}, weight={str(self.weight.dtype).removeprefix('torch.')}, "
-                f"precise={self.precise}, out_dtype={str(self.out_dtype).removeprefix('torch.')}")
+        """As ``nn.Linear``'s, with the recipe, and what differs from the defaults."""
+        text = (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+                f"recipe={self.recipe!r}")
+        if self.weight.dtype != torch.float8_e4m3fn:
+            text += f", weight={str(self.weight.dtype).removeprefix('torch.')}"
+        if self.precise:
+            text += ", precise=True"
+        if self.out_dtype != torch.bfloat16:
+            text += f", out_dtype={str(self.out_dtype).removeprefix('torch.')}"
+        return text
 
 
 def convert(model: torch.nn.Module, recipe: str = "row", *,

@@ -172,12 +172,16 @@ def quantize(x: torch.Tensor, granularity: str = "tensor", dtype: torch.dtype = 
     ``granularity`` is one of ``"tensor"``, ``"row"``, ``"1x128"``, ``"128x128"`` (module docstring);
     ``dtype`` is ``torch.float8_e4m3fn`` (default) or ``torch.float8_e5m2``. ``impl="auto"`` runs
     the Triton kernels for CUDA tensors and the torch reference for CPU tensors (the same bits,
-    without the interpreter's slowness); ``"triton"`` or ``"torch"`` forces one.
+    without the interpreter's slowness); ``"triton"`` or ``"torch"`` forces one. Under
+    ``torch.compile`` the call is the operator ``torch.ops.fp8_tutorial.quantize``, but with
+    ``impl="torch"``, whose torch operations are traced one by one.
     """
     _check(x, granularity, dtype)
     if impl not in ("auto", "triton", "torch"):
         raise ValueError(f"impl must be 'auto', 'triton' or 'torch', got {impl!r}")
-    if torch.compiler.is_compiling():  # one operator in the graph (its fake implementation: the shapes)
+    if torch.compiler.is_compiling() and impl != "torch":
+        # one operator in the graph (its fake implementation gives the shapes); the torch
+        # reference is traced as it is, torch operations that the compiler may fuse with others
         return torch.ops.fp8_tutorial.quantize(x, granularity, dtype, impl)
     return _quantize(x, granularity, dtype, impl)
 

@@ -7,8 +7,7 @@ import torch
 
 import fp8_tutorial as fp8
 from fp8_tutorial import gemm, nn as fnn
-from fp8_tutorial.checks import tolerance
-from fp8_tutorial.quant import dequantize
+from fp8_tutorial.checks import reference_mm, tolerance
 
 # (tokens, in_features, out_features): odd token counts, a single token, widths under one tile
 ROW_SHAPES = [(1, 64, 48), (7, 200, 136), (33, 96, 257), (130, 512, 384)]
@@ -20,22 +19,33 @@ def _expected(layer: fnn.FP8Linear, x2: torch.Tensor) -> torch.Tensor:
     it (the same bits: quantize's kernels and its torch reference agree), the layer's FP8 weight,
     plus the bias."""
     a, sa = fp8.quantize(x2, fnn.RECIPES[layer.recipe][0])
-    out = dequantize(a, sa, torch.float64) @ dequantize(layer.weight, layer.weight_scale, torch.float64).T
+    out = reference_mm(a, layer.weight.t(), sa, layer.weight_scale.t())
     return out if layer.bias is None else out + layer.bias.double()
+
+
+def _spread(t: torch.Tensor, rows: int, cols: int, gen) -> torch.Tensor:
+    """``t`` with each (rows x cols) block (the last ones cut short) multiplied by its own power of
+    two, 2^-6 to 2^5: a scale applied to the wrong row or block then shows as a large error."""
+    R, C = t.shape
+    powers = 2.0 ** torch.randint(-6, 6, (-(-R // rows), -(-C // cols)), generator=gen)
+    return t * powers.repeat_interleave(rows, 0)[:R].repeat_interleave(cols, 1)[:, :C]
 
 
 @pytest.mark.parametrize("recipe,shapes", [("row", ROW_SHAPES), ("block", BLOCK_SHAPES)])
 @pytest.mark.parametrize("bias", [False, True])
 def test_fp8_linear_matches_float64(recipe, shapes, bias, gen, device):
+    """Weights whose rows (per row) or 128 x 128 blocks (block-wise) and inputs whose rows or
+    1 x 128 groups each have their own magnitude, odd shapes, against float64."""
+    group = 128 if recipe == "block" else None
     for M, K, N in shapes:
         linear = torch.nn.Linear(K, N, bias=bias).to(device)
         with torch.no_grad():
-            linear.weight.copy_(torch.randn(N, K, generator=gen))
+            linear.weight.copy_(_spread(torch.randn(N, K, generator=gen), group or 1, group or K, gen))
             if bias:
                 linear.bias.copy_(torch.randn(N, generator=gen))
         layer = fnn.FP8Linear.from_linear(linear, recipe)
         assert layer.weight.dtype == torch.float8_e4m3fn and layer.weight.is_contiguous()
-        x = torch.randn(M, K, generator=gen).to(device, torch.bfloat16)
+        x = _spread(torch.randn(M, K, generator=gen), 1, group or K, gen).to(device, torch.bfloat16)
         with torch.inference_mode():
             y = layer(x)
         assert y.shape == (M, N) and y.dtype == torch.bfloat16
@@ -54,7 +64,8 @@ def test_leading_dimensions_and_dtypes(gen, device):
             y = layer(x.to(dtype))
             assert y.shape == (2, 3, 5, 96) and y.dtype == torch.float32
             assert torch.equal(y.reshape(30, 96), layer(x.to(dtype).reshape(30, 160)))
-        assert layer(x.transpose(1, 2)).shape == (2, 5, 3, 96)  # a non-contiguous input
+        strided = x.transpose(1, 2)  # a non-contiguous input
+        assert torch.equal(layer(strided), layer(strided.contiguous()))
         assert layer(torch.empty(0, 4, 160, device=device)).shape == (0, 4, 96)
 
 
@@ -67,6 +78,23 @@ def test_precise_per_row_and_choose(gen, device):
     name, refused = layer.choose(40)
     a, sa = fp8.quantize(x, "row")
     assert (name, refused) == gemm.choose(a, layer.weight.t(), sa, layer.weight_scale.t())
+
+
+def test_dtype_conversions_of_the_model_leave_the_layer_as_it_is(gen, device):
+    """``model.to(torch.bfloat16)`` and ``.half()`` convert every floating-point tensor of a model,
+    FP8 ones among them; the layer keeps its FP8 weight, float32 scales and bias, and its output.
+    Moves apply."""
+    model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.Linear(256, 128)).to(device)
+    fnn.convert(model, "block")
+    x = torch.randn(5, 128, generator=gen).to(device)
+    with torch.no_grad():
+        before = model(x)
+        for convert in (lambda m: m.to(torch.bfloat16), lambda m: m.half(), lambda m: m.float()):
+            convert(model)
+            assert [b.dtype for b in model[0].buffers()] == [torch.float8_e4m3fn, torch.float32, torch.bfloat16]
+            assert torch.equal(model(x), before)
+    model.to("cpu")
+    assert all(b.device.type == "cpu" for b in model.buffers())
 
 
 def test_from_an_fp8_checkpoint(gen, device):

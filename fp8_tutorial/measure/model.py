@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from .. import nn as fnn
 from .._env import ON_GPU
-from ..quant import FP8_MAX, GROUP, quantize
+from ..quant import quantize
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,8 @@ class LlamaShape:
 LLAMA3_8B = LlamaShape()
 #: A layer small enough for Triton's interpreter (the chapters' CPU runs and the tests).
 TINY = LlamaShape(hidden=256, intermediate=512, heads=4, kv_heads=2, head_dim=64)
+#: The smallest layer cuBLAS's block-wise path takes (it wants K/128 a multiple of 4): the GPU tests'.
+SMALL = LlamaShape(hidden=512, intermediate=1024, heads=4, kv_heads=2, head_dim=128)
 
 
 def rope_tables(positions: torch.Tensor, shape: LlamaShape, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -99,10 +101,26 @@ class Attention(torch.nn.Module):
         v = v.view(B, S, s.kv_heads, s.head_dim).transpose(1, 2)
         if past is None:  # prefill: each sequence's tokens attend to those before them
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        else:  # decode: one new token per sequence attends to its cache and to itself
-            k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
-            o = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        else:
+            o = _decode_attention(q, k, v, past)
         return self.o_proj(o.transpose(1, 2).reshape(B, S, s.heads * s.head_dim))
+
+
+def _decode_attention(q, k, v, past):
+    """One new token per sequence (``q``, ``k``, ``v``: (B, heads or kv_heads, 1, head_dim)) attends
+    to its cache (``past``: keys and values, (B, kv_heads, context, head_dim)) and to itself. The
+    cache is read once, where it is, as a decode kernel reads it (joining the new key to it would
+    copy it all on every step): the new token's score is set beside the cached ones, the softmax
+    taken over both in float32 (at least), and the new value weighted in apart. Query head i reads key and
+    value head i // (heads / kv_heads)."""
+    B, kv_heads, context, d = past[0].shape
+    qg = q.reshape(B, kv_heads, -1, d)  # the query heads of each key and value head
+    cached = torch.matmul(qg, past[0].transpose(-1, -2))  # (B, kv_heads, group, context)
+    own = (qg * k).sum(-1, keepdim=True)  # (B, kv_heads, group, 1)
+    wide = torch.promote_types(q.dtype, torch.float32)  # the softmax in float32 at least
+    p = (torch.cat([cached, own], dim=-1).to(wide) * d ** -0.5).softmax(-1).to(q.dtype)
+    o = torch.matmul(p[..., :context], past[1]) + p[..., context:] * v
+    return o.reshape(q.shape)
 
 
 class MLP(torch.nn.Module):
@@ -139,11 +157,14 @@ class DecoderLayer(torch.nn.Module):
 
 class ScaledMMLinear(torch.nn.Module):
     """An FP8 linear layer the way PyTorch's own float8 inference builds one: the weight quantized
-    once (here by ``quantize``, so that its bits are ``FP8Linear``'s), the input quantized on every
-    call with torch operations (an amax, a division, a clamp, a cast), and cuBLAS: per row,
-    ``torch._scaled_mm`` with fast accumulation; block-wise, ``torch.nn.functional.scaled_mm`` (it
-    refuses fast accumulation, and wants the input's scales M-major). Runs on a CUDA GPU only:
-    torch's CPU ``_scaled_mm`` takes per-tensor scales only."""
+    once, the input quantized on every call with torch operations (an amax, a division, a clamp, a
+    cast), which ``torch.compile`` fuses with the operations around them, and cuBLAS through
+    ``torch._scaled_mm``: per row with fast accumulation, block-wise without (cuBLAS refuses it),
+    the input's scales copied M-major first, as cuBLAS wants them. The quantization is
+    ``quantize``'s own rule, in its torch form (``impl="torch"``), so that both FP8 routes multiply
+    the same bits. Runs on a CUDA GPU only: torch's CPU ``_scaled_mm`` takes per-tensor scales
+    only. (``torch.nn.functional.scaled_mm``, chapter 11's block-wise contender, calls an operator
+    that Dynamo does not trace.)"""
 
     def __init__(self, linear: torch.nn.Linear, recipe: str):
         super().__init__()
@@ -157,24 +178,11 @@ class ScaledMMLinear(torch.nn.Module):
 
     def forward(self, x):
         lead, K = x.shape[:-1], x.shape[-1]
-        x2 = x.reshape(-1, K).float()
-        fmax = FP8_MAX[torch.float8_e4m3fn]
-        if self.recipe == "row":
-            scale = x2.abs().amax(dim=1, keepdim=True).clamp_min(1e-12) / fmax
-            q = (x2 / scale).clamp(-fmax, fmax).to(torch.float8_e4m3fn)
-            out = torch._scaled_mm(q, self.weight.t(), scale, self.weight_scale.t(), bias=self.bias,
-                                   out_dtype=torch.bfloat16, use_fast_accum=True)
-        else:
-            from torch.nn.functional import ScalingType, scaled_mm
-
-            groups = x2.view(x2.shape[0], K // GROUP, GROUP)
-            scale = groups.abs().amax(dim=2).clamp_min(1e-12) / fmax
-            q = (groups / scale[:, :, None]).clamp(-fmax, fmax).to(torch.float8_e4m3fn).view(x2.shape)
-            out = scaled_mm(q, self.weight.t(), scale.t().contiguous().t(), ScalingType.BlockWise1x128,
-                            self.weight_scale.t(), ScalingType.BlockWise128x128, output_dtype=torch.bfloat16,
-                            use_fast_accum=False)
-            if self.bias is not None:
-                out = out + self.bias
+        q, scale = quantize(x.reshape(-1, K), fnn.RECIPES[self.recipe][0], impl="torch")
+        if self.recipe == "block":  # M-major: strides (1, M)
+            scale = torch.empty_strided(scale.shape, (1, scale.shape[0]), device=scale.device).copy_(scale)
+        out = torch._scaled_mm(q, self.weight.t(), scale, self.weight_scale.t(), bias=self.bias,
+                               out_dtype=torch.bfloat16, use_fast_accum=self.recipe == "row")
         return out.reshape(*lead, out.shape[-1])
 
 
@@ -269,7 +277,8 @@ def compiled(layer: torch.nn.Module):
 
     Dynamo keeps one compilation of ``DecoderLayer.forward`` per layer and per case (one token
     or many, prefill or decode), all under the one code object; five layers make about twenty,
-    past its default limit of 8 (with ``fullgraph=True`` a hard error), so the limit is raised."""
+    past its default limit of 8 (with ``fullgraph=True`` a hard error), so the limit is raised,
+    for the whole process."""
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     if ON_GPU:
         return torch.compile(layer, fullgraph=True, dynamic=True, mode="reduce-overhead")
@@ -314,6 +323,7 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
     from .bench import api_benchmark, require_gpu
 
     require_gpu("timing a model's layer")
+    _profile_graphs_later()
     layers = variants(shape, names)
     fns = {n: compiled(layer) for n, layer in layers.items()}
     records = []
@@ -341,12 +351,13 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
 
 #: Kernel names by what they do: the GEMMs (the book's kernels, cuBLAS's and CUTLASS's), the
 #: quantization of the input (``quantize``'s kernel; the torch route's are Inductor's, whose names
-#: list the operations fused into them: an ``amax`` among them).
+#: list the operations fused into them: its amax, or its clamp before the cast, where a norm or
+#: SwiGLU's product may be fused in too).
 #: Attention's kernels (FlashAttention's, cuDNN's) come first: their names can hold a GEMM's words.
 ATTENTION_NAMES = ("flash", "sdpa", "attention", "fmha")
 GEMM_NAMES = ("gluon_", "swapped", "tma_", "persistent", "tiled", "streamk", "ws_kernel", "gemm", "nvjet", "cutlass",
               "xmma")
-QUANTIZE_NAMES = ("quantize", "amax")
+QUANTIZE_NAMES = ("quantize", "amax", "clamp")
 
 
 def kind_of(kernel: str) -> str:
@@ -371,6 +382,7 @@ def breakdown(shape: LlamaShape = LLAMA3_8B, tokens=((("decode", 16), ("prefill"
     from .bench import require_gpu
 
     require_gpu("profiling a model's layer")
+    _profile_graphs_later()
     layers = variants(shape, names)
     records = []
     with torch.inference_mode():
@@ -410,14 +422,22 @@ class Run(NamedTuple):
     gpu: str
 
 
-def or_load(**kw) -> Run:
+def _profile_graphs_later() -> None:
+    """Let the profiler see the kernels of CUDA graphs recorded from here on: graphs recorded
+    before the profiler's first use in a process may not show their kernels to it."""
+    from torch.profiler import _utils
+
+    _utils._init_for_cuda_graphs()
+
+
+def or_load(shape: LlamaShape = LLAMA3_8B, names=None) -> Run:
     """``measure`` and ``breakdown`` now on a Hopper GPU (saved to ``results/model_<gpu>.json``),
     else the H200's recorded run; without either, empty records and a note saying so."""
     from . import results
 
     if ON_GPU and torch.cuda.get_device_capability()[0] == 9:
-        records, parts = measure(**kw), breakdown()
-        path = results.save(RESULTS, records, breakdown=parts, shape=asdict(LLAMA3_8B))
+        records, parts = measure(shape, names=names), breakdown(shape, names=names)
+        path = results.save(RESULTS, records, breakdown=parts, shape=asdict(shape))
         gpu = results.load(RESULTS, results.gpu_slug())["environment"]["gpu"]
         return Run(records, parts, f"measured now, saved to results/{path.name}", gpu)
     try:

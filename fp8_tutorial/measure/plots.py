@@ -682,22 +682,24 @@ def blockwise_ratios(rows: list, shapes, label: str):
     return fig
 
 
-#: Chapter 12's layers: a colour per route, a line style per recipe.
-LAYER_STYLES = {"bf16": dict(color="black", ls="-"), "torch row": dict(color="tab:blue", ls="--"),
-                "fp8_tutorial row": dict(color="tab:red", ls="--"), "torch block": dict(color="tab:blue", ls="-"),
-                "fp8_tutorial block": dict(color="tab:red", ls="-")}
+#: Chapter 12's layers: a colour per route (bf16's has none), a line style per recipe.
+ROUTE_COLORS = {None: "black", "torch": "tab:blue", "fp8_tutorial": "tab:red"}
+RECIPE_LINES = {None: "-", "row": "--", "block": "-"}
 
 
 def layer_times(records: list, label: str):
     """Chapter 12: time per decoder-layer call against tokens, one line per layer (``measure.model``'s
     records), decode (left) and prefill (right), log-log."""
+    from .model import VARIANTS
+
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.8))
     for ax, phase in zip(axes, ("decode", "prefill")):
-        for name, style in LAYER_STYLES.items():
+        for name, (route, recipe) in VARIANTS.items():
             pts = sorted((r["tokens"], r["us"]) for r in records if r["phase"] == phase and r["layer"] == name)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=name, **style)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=name,
+                        color=ROUTE_COLORS[route], ls=RECIPE_LINES[recipe])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         finish(ax, f"{phase}: " + ("one new token per sequence" if phase == "decode" else "whole sequences"),
