@@ -218,6 +218,30 @@ def test_without_a_hopper_gpu_the_recorded_run_or_a_note():
         assert "nothing to show" in run.where and run.breakdown == [] and run.gpu == ""
 
 
+@pytest.mark.skipif(not fp8.ON_GPU, reason="torch's CPU _scaled_mm takes per-tensor scales only")
+@pytest.mark.parametrize("recipe", ["row", "block"])
+def test_the_torch_route_matches_float64(recipe, gen):
+    """``ScaledMMLinear`` against the float64 product of its quantized input and weight, at one
+    token and at odd counts; compiled (fullgraph, the token count dynamic) against eager."""
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("cuBLAS's block-wise FP8 path needs a Hopper GPU")
+    from fp8_tutorial.checks import reference_mm, tolerance
+
+    linear = torch.nn.Linear(512, 384, bias=False).cuda()
+    layer = model.ScaledMMLinear(linear, recipe)
+    torch._dynamo.reset()
+    compiled = torch.compile(layer, fullgraph=True, dynamic=True)
+    with torch.inference_mode():
+        for M in (1, 37, 300):
+            x = torch.randn(M, 512, generator=gen).cuda().to(torch.bfloat16)
+            a, sa = fp8.quantize(x, fnn.RECIPES[recipe][0])
+            want = reference_mm(a, layer.weight.t(), sa, layer.weight_scale.t())
+            y = layer(x)
+            assert fp8.rel_error(y, want) < tolerance(torch.bfloat16, recipe == "block"), (recipe, M)
+            # Inductor divides approximately: a value may round to the FP8 neighbour of eager's
+            assert fp8.rel_error(compiled(x).float(), y.float()) < 1e-2, (recipe, M)
+
+
 @pytest.mark.skipif(not fp8.ON_GPU, reason="timing needs a GPU")
 def test_measure_and_breakdown_on_a_small_layer():
     if torch.cuda.get_device_capability()[0] < 9:

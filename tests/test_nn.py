@@ -201,6 +201,10 @@ def test_quantize_is_an_operator(gen, device):
     compiled = torch.compile(lambda x: fp8.quantize(x, "1x128"), fullgraph=True, backend="aot_eager")
     for got, want in zip(compiled(x), fp8.quantize(x, "1x128")):
         assert torch.equal(got, want)
+    torch._dynamo.reset()  # impl="torch": the torch operations traced as they are, the same bits
+    traced = torch.compile(lambda x: fp8.quantize(x, "row", impl="torch"), fullgraph=True, backend="aot_eager")
+    for got, want in zip(traced(x), fp8.quantize(x, "row", impl="torch")):
+        assert torch.equal(got, want)
     torch._dynamo.reset()
     with pytest.raises(Exception, match="divisible by 128"):
         torch.compile(lambda x: fp8.quantize(x, "1x128"), fullgraph=True, backend="aot_eager")(x[:, :100])
