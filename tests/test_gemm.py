@@ -1399,15 +1399,16 @@ def test_the_operator_refuses_bad_input_at_trace_time(gen, device):
 
 
 def test_what_a_model_imports_holds_no_measuring_code():
-    """``import fp8_tutorial`` and a call of scaled_mm load neither the harness nor the scoreboard
-    (``fp8_tutorial.measure``), and no kernel module imports the entry module. The call is made
-    without a GPU only: on one, a problem's first call times its candidates with the harness."""
+    """``import fp8_tutorial`` (and its layers, ``fp8_tutorial.nn``) and a call of scaled_mm load
+    neither the harness nor the scoreboard (``fp8_tutorial.measure``), and no kernel module imports
+    the entry module. The call is made without a GPU only: on one, a problem's first call times its
+    candidates with the harness."""
     import ast
     import pathlib
     import subprocess
     import sys
 
-    code = ("import sys, torch, fp8_tutorial as fp8\n"
+    code = ("import sys, torch, fp8_tutorial as fp8, fp8_tutorial.nn\n"
             "x = torch.randn(8, 32); a, s = fp8.quantize(x, 'row')\n"
             "if not fp8.ON_GPU: fp8.scaled_mm(a, a.t(), s, s.t())\n"
             "print([m for m in sys.modules if m.startswith('fp8_tutorial.measure')])")
