@@ -129,26 +129,51 @@ def test_errors_against_bf16():
         assert 0 < output < update < 0.2
 
 
-def test_every_layer_and_case_compiles_as_eager_runs():
-    """The layers trace whole under ``model.compiled`` for one token and for several, to prefill
-    and to decode, and give eager's output (traced only, in the interpreter: bit for bit). Each
-    layer and case is a compilation of the one code object ``DecoderLayer.forward``;
-    ``model.compiled`` raises Dynamo's limit, which ``fullgraph=True`` would otherwise turn into a
-    hard error (here the limit is 4, and six are made)."""
+def test_the_converted_layer_compiles_as_eager_runs():
+    """The layer traces whole under ``model.compiled`` for one token and for several, to prefill
+    and to decode, and gives eager's output (traced only, in the interpreter: bit for bit)."""
+    torch._dynamo.reset()
+    layer = model.variants(S, ["fp8_tutorial block"], device=fp8.DEVICE)["fp8_tutorial block"]
+    fn = model.compiled(layer)
+    with torch.inference_mode():
+        for phase, M in (("decode", 1), ("decode", 4), ("prefill", 128)):
+            inputs = model.make_inputs(S, phase, M, seq=64, context=16).keep_in_place()
+            got, want = fn(*inputs.args()), layer(*inputs.args())
+            if fp8.ON_GPU:  # Inductor fuses and rounds in other places: bf16's rounding
+                assert fp8.rel_error(got.float(), want.float()) < 2 ** -7, (phase, M)
+            else:
+                assert torch.equal(got, want), (phase, M)
+    torch._dynamo.reset()
+
+
+def test_measure_s_steps_without_a_gpu(monkeypatch):
+    """``measure``'s own steps, its timer replaced by one call of each layer (no GPU to time on):
+    every layer of ``VARIANTS`` that runs here compiled, each case of each phase, the errors on
+    both kinds of hidden states in the records. Each layer and case is a compilation of the one
+    code object ``DecoderLayer.forward``; ``model.compiled`` raises Dynamo's limit, which
+    ``fullgraph=True`` would otherwise turn into a hard error (here the limit is 4, and six are
+    made)."""
+    if fp8.ON_GPU:
+        pytest.skip("on a GPU test_measure_and_breakdown_on_a_small_layer times for real")
+    from fp8_tutorial.measure import bench
+
+    def one_call_each(contenders, *, flops=None, calls=50, rounds=10, warmup=3):
+        for fn in contenders.values():
+            fn()
+        return {n: bench.ApiRecord(n, 1.0, 1.0, 1.0, 1.0, calls, rounds, flops) for n in contenders}
+    monkeypatch.setattr(bench, "require_gpu", lambda what="": None)
+    monkeypatch.setattr(bench, "api_benchmark", one_call_each)
     with torch._dynamo.config.patch(recompile_limit=4):
         torch._dynamo.reset()
-        layers = model.variants(S, ["bf16", "fp8_tutorial row"], device=fp8.DEVICE)
-        fns = {name: model.compiled(layer) for name, layer in layers.items()}
-        with torch.inference_mode():
-            for phase, M in (("decode", 1), ("decode", 4), ("prefill", 128)):
-                inputs = model.make_inputs(S, phase, M, seq=64, context=16).keep_in_place()
-                for name, fn in fns.items():
-                    got, want = fn(*inputs.args()), layers[name](*inputs.args())
-                    if fp8.ON_GPU:  # Inductor fuses and rounds in other places: bf16's rounding
-                        assert fp8.rel_error(got.float(), want.float()) < 2 ** -7, (name, phase, M)
-                    else:
-                        assert torch.equal(got, want), (name, phase, M)
+        records = model.measure(S, prefill=[128], decode=[3], progress=False, seq=64, context=16)
     torch._dynamo.reset()
+    layers = ["bf16", "fp8_tutorial row", "fp8_tutorial block"]
+    assert [(r["phase"], r["tokens"], r["layer"]) for r in records] == [
+        (phase, M, n) for phase, M in (("decode", 3), ("prefill", 128)) for n in layers]
+    for r in records:
+        assert set(r["errors"]) == (set() if r["layer"] == "bf16" else {"plain", "outliers"})
+        for e in r["errors"].values():
+            assert 0 < e["output"] < e["update"] < 0.2
 
 
 @pytest.mark.parametrize("name,kind", [

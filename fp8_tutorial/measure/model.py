@@ -315,11 +315,12 @@ def _calls(tokens: int, phase: str) -> tuple[int, int]:
 
 
 def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE_TOKENS, names=None,
-            progress: bool = True) -> list[dict]:
+            progress: bool = True, seq: int = 1024, context: int = 1024) -> list[dict]:
     """One record per phase, M (tokens) and layer: its time per call back to back
     (``bench.api_benchmark``: each layer compiled, called as a model calls it, the layers
     interleaved round by round), and its errors against the bf16 layer (``errors``) on plain random
-    hidden states and on hidden states with outliers (``make_inputs``)."""
+    hidden states and on hidden states with outliers (``make_inputs``: sequences of ``seq``
+    tokens to prefill, a cache of ``context`` to decode)."""
     from .bench import api_benchmark, require_gpu
 
     require_gpu("timing a model's layer")
@@ -330,12 +331,13 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
     with torch.inference_mode():
         for phase, ms in (("decode", decode), ("prefill", prefill)):
             for M in ms:
-                inputs = make_inputs(shape, phase, M).keep_in_place()
+                inputs = make_inputs(shape, phase, M, seq=seq, context=context).keep_in_place()
                 args = inputs.args()
                 calls, rounds = _calls(M, phase)
                 timed = api_benchmark({n: (lambda f=f: f(*args)) for n, f in fns.items()}, calls=calls, rounds=rounds,
                                       flops=shape.gemm_flops(M))
-                errs = {kind: errors(layers, make_inputs(shape, phase, M, outliers=kind == "outliers"))
+                errs = {kind: errors(layers, make_inputs(shape, phase, M, seq=seq, context=context,
+                                                         outliers=kind == "outliers"))
                         for kind in ("plain", "outliers")}
                 for n, r in timed.items():
                     records.append(dict(phase=phase, tokens=M, layer=n, us=r.median_us, p10_us=r.p10_us,
@@ -427,7 +429,8 @@ def _profile_graphs_later() -> None:
     before the profiler's first use in a process may not show their kernels to it."""
     from torch.profiler import _utils
 
-    _utils._init_for_cuda_graphs()
+    if torch.cuda.is_available():
+        _utils._init_for_cuda_graphs()
 
 
 def or_load(shape: LlamaShape = LLAMA3_8B, names=None) -> Run:
