@@ -285,6 +285,12 @@ def compiled(layer: torch.nn.Module):
     return torch.compile(layer, fullgraph=True, dynamic=True, backend="aot_eager")
 
 
+def prepare(shape: LlamaShape = LLAMA3_8B, names=None) -> dict[str, tuple]:
+    """``variants``' layers, each with its ``compiled`` form: (layer, compiled), by name. ``measure``
+    and ``breakdown`` take them, so that what one compiled and recorded the other reuses."""
+    return {n: (layer, compiled(layer)) for n, layer in variants(shape, names).items()}
+
+
 def errors(layers: dict, inputs: Inputs, reference: str = "bf16") -> dict[str, tuple[float, float]]:
     """Each layer's relative (Frobenius) error against the ``reference`` layer, eager, on the same
     inputs: of its output, and of its update (the output less the input, which the residual
@@ -315,18 +321,20 @@ def _calls(tokens: int, phase: str) -> tuple[int, int]:
 
 
 def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE_TOKENS, names=None,
-            progress: bool = True, seq: int = 1024, context: int = 1024) -> list[dict]:
+            progress: bool = True, seq: int = 1024, context: int = 1024, prepared: dict | None = None) -> list[dict]:
     """One record per phase, M (tokens) and layer: its time per call back to back
     (``bench.api_benchmark``: each layer compiled, called as a model calls it, the layers
     interleaved round by round), and its errors against the bf16 layer (``errors``) on plain random
     hidden states and on hidden states with outliers (``make_inputs``: sequences of ``seq``
-    tokens to prefill, a cache of ``context`` to decode)."""
+    tokens to prefill, a cache of ``context`` to decode). ``prepared``: ``prepare(shape, names)``'s
+    layers, made here where not given."""
     from .bench import api_benchmark, require_gpu
 
     require_gpu("timing a model's layer")
     _profile_graphs_later()
-    layers = variants(shape, names)
-    fns = {n: compiled(layer) for n, layer in layers.items()}
+    prepared = prepared or prepare(shape, names)
+    layers = {n: layer for n, (layer, _) in prepared.items()}
+    fns = {n: fn for n, (_, fn) in prepared.items()}
     records = []
     with torch.inference_mode():
         for phase, ms in (("decode", decode), ("prefill", prefill)):
@@ -376,22 +384,22 @@ def kind_of(kernel: str) -> str:
 
 
 def breakdown(shape: LlamaShape = LLAMA3_8B, tokens=((("decode", 16), ("prefill", 4096))), names=None,
-              calls: int = 20) -> list[dict]:
+              calls: int = 20, prepared: dict | None = None) -> list[dict]:
     """Where each compiled layer's GPU time goes, from ``torch.profiler``: the kernels' time per
-    call, summed by ``kind_of``, one record per (phase, M, layer, kind), with the kernels' names."""
+    call, summed by ``kind_of``, one record per (phase, M, layer, kind), with the kernels' names.
+    ``prepared`` as ``measure`` takes it."""
     from torch.profiler import ProfilerActivity, profile
 
     from .bench import require_gpu
 
     require_gpu("profiling a model's layer")
     _profile_graphs_later()
-    layers = variants(shape, names)
+    prepared = prepared or prepare(shape, names)
     records = []
     with torch.inference_mode():
         for phase, M in tokens:
             args = make_inputs(shape, phase, M).keep_in_place().args()
-            for n, layer in layers.items():
-                fn = compiled(layer)
+            for n, (_, fn) in prepared.items():
                 for _ in range(3):  # compile, tune, record the graph
                     fn(*args)
                 torch.cuda.synchronize()
@@ -439,7 +447,9 @@ def or_load(shape: LlamaShape = LLAMA3_8B, names=None) -> Run:
     from . import results
 
     if ON_GPU and torch.cuda.get_device_capability()[0] == 9:
-        records, parts = measure(shape, names=names), breakdown(shape, names=names)
+        prepared = prepare(shape, names)
+        records = measure(shape, names=names, prepared=prepared)
+        parts = breakdown(shape, names=names, prepared=prepared)
         path = results.save(RESULTS, records, breakdown=parts, shape=asdict(shape))
         gpu = results.load(RESULTS, results.gpu_slug())["environment"]["gpu"]
         return Run(records, parts, f"measured now, saved to results/{path.name}", gpu)
