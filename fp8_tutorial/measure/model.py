@@ -217,6 +217,12 @@ def variants(shape: LlamaShape = LLAMA3_8B, names=None, device=None, seed: int =
     return layers
 
 
+#: Tokens of each sequence to prefill, and of each sequence's cache to decode over. At the
+#: chapter's smallest M (1024) prefill is two sequences: with one, the batch size would be 1, which
+#: torch.compile specializes, and a layer would take a compilation more (each takes seconds).
+SEQ, CONTEXT = 512, 1024
+
+
 @dataclass(frozen=True)
 class Inputs:
     """What a layer is called with for ``tokens`` tokens: prefill, ``tokens // seq`` sequences of
@@ -242,7 +248,7 @@ class Inputs:
         return self
 
 
-def make_inputs(shape: LlamaShape, phase: str, tokens: int, *, seq: int = 1024, context: int = 1024,
+def make_inputs(shape: LlamaShape, phase: str, tokens: int, *, seq: int = SEQ, context: int = CONTEXT,
                 outliers: bool = False, device=None, seed: int = 0) -> Inputs:
     """Random bf16 hidden states (and, to decode, a random cache) for ``tokens`` tokens. With
     ``outliers``, as a trained model's residual stream has them: tokens whose magnitudes differ
@@ -321,7 +327,7 @@ def _calls(tokens: int, phase: str) -> tuple[int, int]:
 
 
 def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE_TOKENS, names=None,
-            progress: bool = True, seq: int = 1024, context: int = 1024, prepared: dict | None = None) -> list[dict]:
+            progress: bool = True, seq: int = SEQ, context: int = CONTEXT, prepared: dict | None = None) -> list[dict]:
     """One record per phase, M (tokens) and layer: its time per call back to back
     (``bench.api_benchmark``: each layer compiled, called as a model calls it, the layers
     interleaved round by round), and its errors against the bf16 layer (``errors``) on plain random
