@@ -78,7 +78,7 @@ def check_operands(a, b, scale_a, scale_b) -> Operands:
     if K != K2:
         raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns must equal b's rows "
                          "(b is (K, N), e.g. w.t() for a weight w of shape (N, K))")
-    if min(M, N, K) == 0:
+    if M == 0 or N == 0 or K == 0:  # not min(): under torch.compile it would guard M against N and K
         raise ValueError(f"empty operands: a {tuple(a.shape)}, b {tuple(b.shape)}")
     if a.device != b.device:
         raise ValueError(f"a is on {a.device} and b on {b.device}")

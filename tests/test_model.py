@@ -181,6 +181,7 @@ def test_measure_s_steps_without_a_gpu(monkeypatch):
     ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT", "GEMM"),
     ("sm90_xmma_gemm_e4m3bf16_e4m3f32_f32_tn_n_tilesize128x128x128", "GEMM"),
     ("void cutlass::device_kernel<cutlass3x_sm90_tensorop_gemm>", "GEMM"), ("quantize_groups_kernel", "quantization"),
+    ("triton_tem_fused__scaled_mm_0", "GEMM"), ("triton_red_fused__softmax_cat_mul_sum_2", "rest"),
     ("triton_red_fused__to_copy_abs_amax_clamp_div_0", "quantization"),
     ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64>>", "rest"),
     ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3", "rest"),

@@ -13,8 +13,8 @@ The layers compared (``VARIANTS``), all made from the same bf16 weights:
 - ``bf16``: the layer as it is (cuBLAS bf16 GEMMs);
 - ``torch row``, ``torch block``: the route of PyTorch's own float8 inference, ``ScaledMMLinear``:
   the input quantized with torch operations (which ``torch.compile`` fuses with its neighbours),
-  then cuBLAS through ``torch._scaled_mm`` (per row, fast accumulation) or
-  ``torch.nn.functional.scaled_mm`` (block-wise, whose input scales must be M-major first);
+  then cuBLAS through ``torch._scaled_mm`` (per row with fast accumulation; block-wise without,
+  the input's scales M-major first);
 - ``fp8_tutorial row``, ``fp8_tutorial block``: ``FP8Linear`` (``quantize``, then ``scaled_mm``).
 
 The weights of both FP8 routes are the same bits (``quantize``'s), so their errors differ by
@@ -111,16 +111,18 @@ def _decode_attention(q, k, v, past):
     to its cache (``past``: keys and values, (B, kv_heads, context, head_dim)) and to itself. The
     cache is read once, where it is, as a decode kernel reads it (joining the new key to it would
     copy it all on every step): the new token's score is set beside the cached ones, the softmax
-    taken over both in float32 (at least), and the new value weighted in apart. Query head i reads key and
-    value head i // (heads / kv_heads)."""
+    taken over both, and the new value weighted in apart, all in float32 at least. Query head i
+    reads key and value head i // (heads / kv_heads). The products are summed as reductions, not
+    matrix products: compiled, they are Inductor's kernels, which ``breakdown`` counts with the
+    rest of the layer, where cuBLAS's batched GEMMs would be taken for the projections'."""
     B, kv_heads, context, d = past[0].shape
-    qg = q.reshape(B, kv_heads, -1, d)  # the query heads of each key and value head
-    cached = torch.matmul(qg, past[0].transpose(-1, -2))  # (B, kv_heads, group, context)
-    own = (qg * k).sum(-1, keepdim=True)  # (B, kv_heads, group, 1)
-    wide = torch.promote_types(q.dtype, torch.float32)  # the softmax in float32 at least
-    p = (torch.cat([cached, own], dim=-1).to(wide) * d ** -0.5).softmax(-1).to(q.dtype)
-    o = torch.matmul(p[..., :context], past[1]) + p[..., context:] * v
-    return o.reshape(q.shape)
+    wide = torch.promote_types(q.dtype, torch.float32)
+    qg = q.reshape(B, kv_heads, -1, 1, d).to(wide)  # the query heads of each key and value head
+    cached = (qg * past[0][:, :, None]).sum(-1)  # (B, kv_heads, group, context)
+    own = (qg * k[:, :, None]).sum(-1)  # (B, kv_heads, group, 1)
+    p = (torch.cat([cached, own], dim=-1) * d ** -0.5).softmax(-1)
+    o = (p[..., :context, None] * past[1][:, :, None]).sum(-2) + p[..., context:] * v.to(wide)
+    return o.reshape(q.shape).to(q.dtype)
 
 
 class MLP(torch.nn.Module):
@@ -284,8 +286,12 @@ def compiled(layer: torch.nn.Module):
     Dynamo keeps one compilation of ``DecoderLayer.forward`` per layer and per case (one token
     or many, prefill or decode), all under the one code object; five layers make about twenty,
     past its default limit of 8 (with ``fullgraph=True`` a hard error), so the limit is raised,
-    for the whole process."""
+    for the whole process; and Inductor's GEMMs are kept to ATen's (cuBLAS), also for the
+    process."""
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+    # Inductor would tune Triton templates in place of cuBLAS's per-row _scaled_mm at every
+    # compilation (minutes for the twenty); the torch route stays on cuBLAS, as it is described
+    torch._inductor.config.max_autotune_gemm_backends = "ATEN"
     if ON_GPU:
         return torch.compile(layer, fullgraph=True, dynamic=True, mode="reduce-overhead")
     return torch.compile(layer, fullgraph=True, dynamic=True, backend="aot_eager")
@@ -293,7 +299,10 @@ def compiled(layer: torch.nn.Module):
 
 def prepare(shape: LlamaShape = LLAMA3_8B, names=None) -> dict[str, tuple]:
     """``variants``' layers, each with its ``compiled`` form: (layer, compiled), by name. ``measure``
-    and ``breakdown`` take them, so that what one compiled and recorded the other reuses."""
+    and ``breakdown`` take them, so that what one compiled and recorded the other reuses. Dynamo's
+    compilations so far are dropped first: one of a layer of the same structure, made for inputs
+    that were not kept in place, would be reused, and its CUDA graphs would copy them."""
+    torch._dynamo.reset()
     return {n: (layer, compiled(layer)) for n, layer in variants(shape, names).items()}
 
 
@@ -372,7 +381,7 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
 #: Attention's kernels (FlashAttention's, cuDNN's) come first: their names can hold a GEMM's words.
 ATTENTION_NAMES = ("flash", "sdpa", "attention", "fmha")
 GEMM_NAMES = ("gluon_", "swapped", "tma_", "persistent", "tiled", "streamk", "ws_kernel", "gemm", "nvjet", "cutlass",
-              "xmma")
+              "xmma", "triton_tem")
 QUANTIZE_NAMES = ("quantize", "amax", "clamp")
 
 
@@ -455,6 +464,7 @@ def or_load(shape: LlamaShape = LLAMA3_8B, names=None) -> Run:
     if ON_GPU and torch.cuda.get_device_capability()[0] == 9:
         prepared = prepare(shape, names)
         records = measure(shape, names=names, prepared=prepared)
+        results.save(RESULTS, records, breakdown=[], shape=asdict(shape))  # kept, should the profile fail
         parts = breakdown(shape, names=names, prepared=prepared)
         path = results.save(RESULTS, records, breakdown=parts, shape=asdict(shape))
         gpu = results.load(RESULTS, results.gpu_slug())["environment"]["gpu"]
