@@ -25,15 +25,22 @@ def test_toc_lists_every_executed_chapter():
     assert book.AWAITING_GPU <= {md.stem for md in book.chapters()}, "AWAITING_GPU names a chapter that is not there"
 
 
-def test_a_chapter_awaiting_its_gpu_run_is_tested_but_not_published(tmp_path, monkeypatch):
-    """A chapter of ``AWAITING_GPU`` needs no executed copy; once it has one, the sync check asks
-    for it to leave the set and join the table of contents."""
+def _empty_book(tmp_path, monkeypatch):
+    """``book`` pointed at empty ``notebooks/`` and ``book/`` folders under ``tmp_path``: a
+    chapter's front matter (jupytext's header), and the two folders."""
     header = (book.ROOT / "notebooks" / "90_scoreboard.md").read_text().split("---\n")[1].join(["---\n", "---\n"])
     src, out = tmp_path / "notebooks", tmp_path / "book"
     src.mkdir(), out.mkdir()
     monkeypatch.setattr(book, "SOURCES", src)
     monkeypatch.setattr(book, "BOOK", out)
     monkeypatch.setattr(book, "ROOT", tmp_path)
+    return header, src, out
+
+
+def test_a_chapter_awaiting_its_gpu_run_is_tested_but_not_published(tmp_path, monkeypatch):
+    """A chapter of ``AWAITING_GPU`` needs no executed copy; once it has one, the sync check asks
+    for it to leave the set and join the table of contents."""
+    header, src, out = _empty_book(tmp_path, monkeypatch)
     monkeypatch.setattr(book, "AWAITING_GPU", {"12_x"})
     (src / "12_x.md").write_text(header + "\nWords.\n\n```{code-cell} ipython3\nprint(1)\n```\n")
     assert book.sync_problems() == []
@@ -103,12 +110,7 @@ def test_refresh_prose_copies_prose_but_never_code(tmp_path, monkeypatch):
     import nbformat
     import pytest
 
-    header = (book.ROOT / "notebooks" / "90_scoreboard.md").read_text().split("---\n")[1].join(["---\n", "---\n"])
-    src, out = tmp_path / "notebooks", tmp_path / "book"
-    src.mkdir(), out.mkdir()
-    monkeypatch.setattr(book, "SOURCES", src)
-    monkeypatch.setattr(book, "BOOK", out)
-    monkeypatch.setattr(book, "ROOT", tmp_path)
+    header, src, out = _empty_book(tmp_path, monkeypatch)
     md = src / "01_x.md"
     md.write_text(header + "\nOld words.\n\n```{code-cell} ipython3\nprint(1)\n```\n")
     nb = book.read_source(md)
