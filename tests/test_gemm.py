@@ -819,6 +819,23 @@ def test_streamk_program_of_an_iteration_does_not_overflow():
     assert out.tolist() == expected
 
 
+def test_a_workspace_made_under_inference_mode_serves_calls_outside_it(gen, device):
+    """A model run under ``torch.inference_mode`` may make the first workspace (stream-K's here);
+    it is a normal tensor, which later calls outside inference mode (and a test's in-place
+    fill) can write."""
+    a, b, sa, sb = operands(40, 64, 56, "row", "row", gen, device)
+    ops = gemm.check_operands(a, b, sa, sb)
+    host.forget_workspace(device)
+    with torch.inference_mode():
+        out = fp8.poison(torch.empty(40, 56, dtype=torch.bfloat16, device=device))
+        persistent.launch_streamk(ops, out, False, num_sms=3)
+    assert not any(t.is_inference() for t in host._workspaces[host._workspace_key(out.device)])
+    for _ in range(2):
+        out = fp8.poison(torch.empty(40, 56, dtype=torch.bfloat16, device=device))
+        persistent.launch_streamk(ops, out, False, num_sms=3)
+        assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, False)
+
+
 def test_a_failed_streamk_launch_drops_its_workspace(gen, device, monkeypatch):
     """Arrival counts are zeroed once and reset by each launch; one cut short could leave counts
     behind, so its workspace is dropped and the next launch starts from zeros."""

@@ -412,9 +412,12 @@ def _kept(device: torch.device, allocate: Callable[[], torch.Tensor]) -> torch.T
     graph is warmed up or recorded (``torch.compile``'s "reduce-overhead" does both), what this
     thread allocates comes from the graph's private pool, which must hold nothing but the graph's
     own tensors. The helper works on the device's default stream, and the current stream waits for
-    it (so never during a capture, where that wait cannot be recorded: ``_lookup``)."""
+    it (so never during a capture, where that wait cannot be recorded: ``_lookup``). A normal tensor
+    either way, also for a first call under ``torch.inference_mode`` (an inference tensor could not
+    be written in place by a later call outside it: the interpreter writes its arguments back)."""
     if device.type != "cuda":
-        return allocate()
+        with torch.inference_mode(False):
+            return allocate()
     made: list = []
 
     def work():
