@@ -34,7 +34,7 @@ def _recipe_of(weight_scale: torch.Tensor, N: int, K: int) -> str | None:
     """The recipe a weight scale's shape says: (N, 1) per row, (N/128, K/128) block-wise."""
     if tuple(weight_scale.shape) == (N, 1):
         return "row"
-    if K % GROUP == 0 and N % GROUP == 0 and tuple(weight_scale.shape) == (N // GROUP, K // GROUP):
+    if not block_refusal(N, K) and tuple(weight_scale.shape) == (N // GROUP, K // GROUP):
         return "block"
     return None
 
@@ -111,8 +111,9 @@ class FP8Linear(torch.nn.Module):
         w = linear.weight.detach()
         if w.dtype not in INPUT_DTYPES:
             raise TypeError(f"the layer's weight must be float32, bfloat16 or float16, got {w.dtype}")
-        if recipe == "block" and block_refusal(*w.shape):
-            raise ValueError(block_refusal(*w.shape))
+        why = block_refusal(*w.shape) if recipe == "block" else None
+        if why:
+            raise ValueError(why)
         q, s = quantize(w, RECIPES[recipe][1], dtype)
         return cls(q, s, linear.bias, precise=precise, out_dtype=out_dtype)
 

@@ -92,11 +92,7 @@ def _quantize_torch(x: torch.Tensor, granularity: str, dtype: torch.dtype):
     inv = inv[:, None, :, None]
     y = torch.where(inv > 0, (xg * inv).clamp(-fmax, fmax), float("nan"))  # no host tensor: no sync
     q = y.to(dtype).reshape(M, K)
-    if granularity == "tensor":
-        scale = scale.reshape(())
-    elif granularity == "row":
-        scale = scale.reshape(M, 1)
-    return q, scale
+    return q, scale.reshape(scale_shape(granularity, M, K))
 
 
 def _quantize_triton(x: torch.Tensor, granularity: str, dtype: torch.dtype):
