@@ -162,3 +162,30 @@ def test_recorded_stacked_run_covers_every_cell_and_checked_first():
     for r in saved["block_records"]:
         block_cells.setdefault(r["shape"], set()).add(r["variant"])
     assert len(block_cells) == 9 and all(v == {"cuBLAS precise", "paired", "stacked"} for v in block_cells.values())
+
+
+def test_recorded_overlap_run_is_what_chapter_10_says():
+    """The H200's record of tools/stacked_precise.py overlap, made before the package took
+    ``overlapped_tile``: checks passed first, all 18 cells for each kernel with cuBLAS precise's
+    error or less, and the overlapped paired kernel faster than the waiting one by the geometric
+    mean and on 17 of the 18 cells (chapter 10 says so)."""
+    from fp8_tutorial.measure import results
+
+    assert results.load(accuracy.OVERLAP)["failed_checks"] == 0
+    records = accuracy.variants_or_load(accuracy.OVERLAP)["records"]
+    base = max(r["rel_error"] for r in records if r["variant"] == "cuBLAS precise")
+    summary = {s["variant"]: s for s in accuracy.variants_summary(records)}
+    for s in summary.values():
+        assert s["cells"] == 18 and s["rel_error"] <= base * 1.01, s
+    overlapped, waiting = summary["paired, overlapped"], summary["paired"]
+    assert round(overlapped["gmean"] / waiting["gmean"] - 1, 3) == 0.047
+    assert overlapped["fastest_on"] == 11
+
+    def best(variant):
+        cells = {}
+        for r in records:
+            if r["variant"] == variant:
+                cells[(r["shape"], r["recipe"])] = max(cells.get((r["shape"], r["recipe"]), 0), r["ratio"])
+        return cells
+    faster = best("paired, overlapped")
+    assert sum(faster[c] > x for c, x in best("paired").items()) == 17

@@ -29,7 +29,9 @@ Four kernels, four ways to use more than one consumer warp group:
   ptxas compiles each partition's code for its own count: room for precise accumulation's two
   64 x 128 accumulators (with 128 registers a group they spill);
 - ``gluon_paired_kernel``: the stacked kernel with two groups, 128-row tiles; 12 warps in warp
-  groups start with 168 registers a thread, room for precise accumulation's two accumulators;
+  groups start with 168 registers a thread, and the consumer groups move up to 232 and 248:
+  room for three accumulators, so that precise accumulation's next ``wgmma`` runs under its add
+  (``overlapped_tile``);
 - ``gluon_pingpong_kernel``: two consumer warp groups, each on its own tiles (alternate ones), take
   turns through the one ring, so that one group's epilogue runs while the other's K loop does;
   ``turn`` barriers keep their K loops in order, and a group hands the turn on once it has issued
@@ -86,9 +88,11 @@ STACKED_WORKERS = gl.constexpr([4, 4, 1])  # the second and third consumer group
 STACKED_GROUPS = gl.constexpr(3)  # gluon_stacked_kernel's consumer groups, one partition each
 PAIRED_WORKERS = gl.constexpr([4, 1])  # the second consumer group, the producer
 PAIRED_GROUPS = gl.constexpr(2)  # gluon_paired_kernel's consumer groups, one partition each
-# Registers a thread of the block-wise kernel's second consumer group and of its producer: two
-# accumulators and the total take 192 (``blockwise_tile``); the default group keeps the 248 left.
-BLOCKWISE_REGISTERS = gl.constexpr([232, 24])
+# Registers a thread of the paired kernel's second consumer group and of its producer: two
+# tensor-core accumulators and the float32 total take 192 (``overlapped_tile``; the block-wise
+# kernel's ``blockwise_tile`` likewise); the default group keeps the 248 left.
+PAIRED_REGISTERS = gl.constexpr([232, 24])
+BLOCKWISE_REGISTERS = PAIRED_REGISTERS
 
 
 @gluon.jit
@@ -198,9 +202,13 @@ def promoted_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, GROUP: gl.cons
     """``mma_tile`` with precise accumulation: the tensor cores sum PROMOTE K steps at a time in
     ``acc``, in their own, shorter precision (the ``wgmma`` one behind the other, as in the fast
     loop), and each such sum is added into ``total``, a float32 accumulator on the CUDA cores. The
-    add waits for its ``wgmma``; the other consumer group's ``wgmma`` keep the tensor cores busy
+    add waits for its ``wgmma``; the other consumer groups' ``wgmma`` keep the tensor cores busy
     meanwhile. A stage goes back to the producer as soon as its ``wgmma`` is known to be done: at
-    the end of a sum, its own (on the H200, 0.5 to 3% faster than one step later)."""
+    the end of a sum, its own (on the H200, 0.5 to 3% faster than one step later). The paired
+    kernel's groups have the registers for a third accumulator: with PROMOTE 1 they run
+    ``overlapped_tile``, whose next ``wgmma`` runs under the add."""
+    if (PROMOTE == 1) and (GROUPS == PAIRED_GROUPS):
+        return overlapped_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, GROUP, GROUPS, handoff, HANDOFF)
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     total = gl.zeros_like(acc)
     for kk in range(k_steps):
@@ -225,6 +233,46 @@ def promoted_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, GROUP: gl.cons
     if HANDOFF:
         mbarrier.arrive(handoff)
     return total, it
+
+
+@gluon.jit
+def overlapped_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, GROUP: gl.constexpr, GROUPS: gl.constexpr,
+                    handoff, HANDOFF: gl.constexpr):
+    """``promoted_tile`` with PROMOTE 1, the next ``wgmma`` under the add: two tensor-core
+    accumulators, ``acc0`` and ``acc1``, take the K steps in turn, and step k + 1's ``wgmma`` is
+    issued before step k is waited for (all but one in flight, across the loop's back edge too),
+    so it runs while step k is added into ``total``. Two steps a turn, so that the accumulators
+    never trade places (ptxas would serialize the ``wgmma`` where they did). The same sums, added
+    in the same order, as ``promoted_tile``'s loop: the same bits. ``blockwise_tile`` is this loop
+    with each step's scales."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):  # steps kk and kk + 1 added, kk + 2 left in flight
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        mbarrier.arrive(empty.index((it + kk) % STAGES))
+        total += acc0
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        mbarrier.arrive(empty.index((it + kk + 1) % STAGES))
+        total += acc1
+    if k_steps % 2 == 0:  # two steps left, the first in flight
+        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
+        done0 = warpgroup_mma_wait(1, deps=(acc0,))
+        mbarrier.arrive(empty.index((it + k_steps - 2) % STAGES))
+        total += done0
+        done1 = warpgroup_mma_wait(0, deps=(next1,))
+        mbarrier.arrive(empty.index((it + k_steps - 1) % STAGES))
+        total += done1
+    else:  # one, in flight
+        done0 = warpgroup_mma_wait(0, deps=(acc0,))
+        mbarrier.arrive(empty.index((it + k_steps - 1) % STAGES))
+        total += done0
+    if HANDOFF:
+        mbarrier.arrive(handoff)
+    return total, it + k_steps
 
 
 @gluon.jit
@@ -525,9 +573,11 @@ def gluon_paired_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partia
                         ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
                         num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1):
     """``gluon_stacked_kernel`` with two consumer groups: tiles of 2 x 64 = 128 rows, and 12 warps
-    in warp groups, so 168 registers a thread, room for precise accumulation's two accumulators.
-    The cooperative kernel's 8 consumer warps hold the same tile, but as one partition: its two
-    warp groups wait for their ``wgmma`` and promote together; here each group does on its own."""
+    in warp groups. The second consumer group asks for 232 registers a thread and the first keeps
+    248 (``PAIRED_REGISTERS``): room for precise accumulation's three accumulators
+    (``overlapped_tile``). The cooperative kernel's 8 consumer warps hold the same tile, but as one
+    partition: its two warp groups wait for their ``wgmma`` and promote together; here each group
+    does on its own."""
     gl.static_assert(num_warps == 4, "each consumer group of the paired kernel is one warp group")
     a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, PAIRED_GROUPS)
     c_bufs = allocate_outputs(c_desc, b_desc, PAIRED_GROUPS)
@@ -540,7 +590,7 @@ def gluon_paired_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partia
                                  ROW_A, ROW_B, PRECISE, SPLIT, 1, PAIRED_GROUPS, 4, PROMOTE)),
         (load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
                      PAIRED_GROUPS)),
-    ], PAIRED_WORKERS, [168, 24])
+    ], PAIRED_WORKERS, PAIRED_REGISTERS)
 
 
 @gluon.jit
@@ -757,8 +807,8 @@ GLUON_CONFIGS = [make_gluon_config("cooperative", 128, 256, 128, 3, group_m=16, 
                  make_gluon_config("cooperative", 128, 128, 128, 6, split=True),
                  make_gluon_config("stacked", 192, 128, 128, 4, split=True)]
 # With precise accumulation each consumer group holds two accumulators (the tensor cores' sum and
-# the float32 total): 64 x 128 of each per warp group fit in the paired kernel's 168 registers and
-# in the stacked kernel's 160. PROMOTE is 1 (128 values of K): chapter 10 measures that cuBLAS's
+# the float32 total), three where the next wgmma runs under the add: 64 x 128 of each per warp
+# group, three in the paired kernel's 232 registers, two in the stacked kernel's 160. PROMOTE is 1 (128 values of K): chapter 10 measures that cuBLAS's
 # precise error is that interval's, and a longer one's is larger; it also times the other ways of
 # hiding the promotion that were tried (tools/precise_variants.py, tools/stacked_precise.py), on the
 # H200: the paired kernel was the faster where M is 512 and on 1152 x 12288 x 3072, the stacked

@@ -286,11 +286,14 @@ def variants_summary(records) -> list[dict]:
 
 
 STACKED = "precise_stacked"  # results/precise_stacked_<gpu>.json: tools/stacked_precise.py
+OVERLAP = "precise_overlap"  # results/precise_overlap_<gpu>.json: tools/stacked_precise.py overlap
 
 
 def variants_or_load(name: str = VARIANTS) -> dict:
     """The recorded run of ``tools/precise_variants.py`` (or, with ``name=STACKED``, of
-    ``tools/stacked_precise.py``: the stacked kernel's 192-row tile against the paired kernel's),
+    ``tools/stacked_precise.py``: the stacked kernel's 192-row tile against the paired kernel's;
+    with ``name=OVERLAP``, of its ``overlap`` mode: the paired kernel's K loop waiting for each
+    step against ``ws_gluon.overlapped_tile``),
     experiments not re-run with the chapter: ``records`` and ``where`` they come from."""
     from . import results
 
