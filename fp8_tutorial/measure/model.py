@@ -323,6 +323,20 @@ def errors(layers: dict, inputs: Inputs, reference: str = "bf16") -> dict[str, t
         return out
 
 
+def refusals(layers: dict, args: tuple) -> dict[str, str]:
+    """The layers that cannot run on ``args``, each with the first line of its error: cuBLAS's
+    block-wise FP8 path refuses a single token (``CUBLAS_STATUS_NOT_SUPPORTED`` on the H200), so the
+    torch route's block-wise layer has no time at M = 1. Each layer is called once, eagerly."""
+    out = {}
+    with torch.inference_mode():
+        for n, layer in layers.items():
+            try:
+                layer(*args)
+            except RuntimeError as e:
+                out[n] = str(e).strip().splitlines()[0][:160]
+    return out
+
+
 # ---- timing ---------------------------------------------------------------------------------------
 
 PREFILL_TOKENS = [1024, 2048, 4096, 8192, 16384]
@@ -356,11 +370,16 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
             for M in ms:
                 inputs = make_inputs(shape, phase, M, seq=seq, context=context).keep_in_place()
                 args = inputs.args()
+                refused = refusals(layers, args)
+                if progress and refused:
+                    print("\n".join(f"{phase:<8} M={M:<6} {n} left out: {why}" for n, why in refused.items()),
+                          flush=True)
+                here = {n: layer for n, layer in layers.items() if n not in refused}
                 calls, rounds = _calls(M, phase)
-                timed = api_benchmark({n: (lambda f=f: f(*args)) for n, f in fns.items()}, calls=calls, rounds=rounds,
-                                      flops=shape.gemm_flops(M))
-                errs = {kind: errors(layers, make_inputs(shape, phase, M, seq=seq, context=context,
-                                                         outliers=kind == "outliers"))
+                timed = api_benchmark({n: (lambda f=f: f(*args)) for n, f in fns.items() if n in here}, calls=calls,
+                                      rounds=rounds, flops=shape.gemm_flops(M))
+                errs = {kind: errors(here, make_inputs(shape, phase, M, seq=seq, context=context,
+                                                       outliers=kind == "outliers"))
                         for kind in ("plain", "outliers")}
                 for n, r in timed.items():
                     records.append(dict(phase=phase, tokens=M, layer=n, us=r.median_us, p10_us=r.p10_us,
@@ -368,7 +387,7 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
                                         errors={kind: dict(zip(("output", "update"), e[n]))
                                                 for kind, e in errs.items() if n in e}))
                 if progress:
-                    print(f"{phase:<8} M={M:<6} " + "  ".join(f"{n} {timed[n].median_us:7.0f} us" for n in fns),
+                    print(f"{phase:<8} M={M:<6} " + "  ".join(f"{n} {timed[n].median_us:7.0f} us" for n in timed),
                           flush=True)
                 del inputs, args
     return records
