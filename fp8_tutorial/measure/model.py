@@ -393,26 +393,28 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
     return records
 
 
-#: Kernel names by what they do: the GEMMs (the book's kernels, cuBLAS's and CUTLASS's), the
-#: quantization of the input (``quantize``'s kernel; the torch route's are Inductor's, whose names
-#: list the operations fused into them: its amax, or its clamp before the cast, where a norm or
-#: SwiGLU's product may be fused in too).
-#: Attention's kernels (FlashAttention's, cuDNN's) come first: their names can hold a GEMM's words.
+#: Kernel names by what they do: the GEMMs (the book's kernels, cuBLAS's, with its split-K
+#: reduction, and CUTLASS's); the quantization of the input: the book's ``quantize`` kernels (their
+#: Triton names begin with it) and, on the torch route, Inductor's kernels that clamp (the cast to
+#: FP8 clamps to its range; a norm or SwiGLU's product may be fused in). Other Inductor kernels are
+#: the rest, also where their names hold ``amax`` (softmax's maximum) or ``quantize`` (Inductor
+#: names a kernel after the operations it feeds too: the norm before the book's quantization), as
+#: seen on the H200. Attention's kernels (FlashAttention's, cuDNN's) come first: their names can
+#: hold a GEMM's words.
 ATTENTION_NAMES = ("flash", "sdpa", "attention", "fmha")
 GEMM_NAMES = ("gluon_", "swapped", "tma_", "persistent", "tiled", "streamk", "ws_kernel", "gemm", "nvjet", "cutlass",
-              "xmma", "triton_tem")
-QUANTIZE_NAMES = ("quantize", "amax", "clamp")
+              "xmma", "triton_tem", "splitkreduce")
 
 
 def kind_of(kernel: str) -> str:
-    """"GEMM", "quantization" or "rest", from a kernel's name (``ATTENTION_NAMES``, ``GEMM_NAMES``,
-    ``QUANTIZE_NAMES``)."""
+    """"GEMM", "quantization" or "rest", from a kernel's name (``ATTENTION_NAMES``, ``GEMM_NAMES``;
+    the quantization's as said above)."""
     low = kernel.lower()
     if any(k in low for k in ATTENTION_NAMES):
         return "rest"
     if any(k in low for k in GEMM_NAMES):
         return "GEMM"
-    if any(k in low for k in QUANTIZE_NAMES):
+    if low.startswith("quantize") or (low.startswith("triton_") and "clamp" in low):
         return "quantization"
     return "rest"
 
