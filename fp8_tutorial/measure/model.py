@@ -325,8 +325,9 @@ def errors(layers: dict, inputs: Inputs, reference: str = "bf16") -> dict[str, t
 
 def refusals(layers: dict, args: tuple) -> dict[str, str]:
     """The layers that cannot run on ``args``, each with the first line of its error: cuBLAS's
-    block-wise FP8 path refuses a single token (``CUBLAS_STATUS_NOT_SUPPORTED`` on the H200), so the
-    torch route's block-wise layer has no time at M = 1. Each layer is called once, eagerly."""
+    block-wise FP8 path refused one and two tokens on the H200 (``CUBLAS_STATUS_NOT_SUPPORTED``),
+    so the torch route's block-wise layer has no time at M = 1 and 2. Each layer is called once,
+    eagerly."""
     out = {}
     with torch.inference_mode():
         for n, layer in layers.items():
