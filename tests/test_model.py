@@ -129,20 +129,32 @@ def test_errors_against_bf16():
         assert 0 < output < update < 0.2
 
 
+def _tensors(args: tuple) -> list:
+    """A layer's arguments as a flat list of tensors (the cache's keys and values taken apart)."""
+    return [t for a in args for t in (a if isinstance(a, tuple) else (a,))]
+
+
 def test_the_converted_layer_compiles_as_eager_runs():
     """The layer traces whole under ``model.compiled`` for one token and for several, to prefill
-    and to decode, and gives eager's output (traced only, in the interpreter: bit for bit)."""
+    and to decode, and gives eager's output (traced only, in the interpreter: bit for bit); on a
+    GPU also recorded in a CUDA graph (``model.graphed``), whose replays follow new inputs
+    written in place."""
     torch._dynamo.reset()
     layer = model.variants(S, ["fp8_tutorial block"], device=fp8.DEVICE)["fp8_tutorial block"]
     fn = model.compiled(layer)
     with torch.inference_mode():
         for phase, M in (("decode", 1), ("decode", 4), ("prefill", 128)):
-            inputs = model.make_inputs(S, phase, M, seq=64, context=16).keep_in_place()
-            got, want = fn(*inputs.args()), layer(*inputs.args())
-            if fp8.ON_GPU:  # Inductor fuses and rounds in other places: bf16's rounding
-                assert fp8.rel_error(got.float(), want.float()) < 2 ** -7, (phase, M)
-            else:
-                assert torch.equal(got, want), (phase, M)
+            inputs = model.make_inputs(S, phase, M, seq=64, context=16)
+            run = model.graphed(fn, inputs.args())
+            for seed in (1, 2):
+                fresh = model.make_inputs(S, phase, M, seq=64, context=16, seed=seed)
+                for t, u in zip(_tensors(inputs.args()), _tensors(fresh.args())):
+                    t.copy_(u)
+                got, want = run().clone(), layer(*inputs.args())
+                if fp8.ON_GPU:  # Inductor fuses and rounds in other places: bf16's rounding
+                    assert fp8.rel_error(got.float(), want.float()) < 2 ** -7, (phase, M, seed)
+                else:
+                    assert torch.equal(got, want), (phase, M, seed)
     torch._dynamo.reset()
 
 

@@ -2,9 +2,10 @@
 
 The first run of ``model.measure`` on the H200 (2026-12-05, not in the book) timed the book's
 layers at 0.90x the bf16 layer at M = 32 and 0.63x at M = 64 in decode, with the torch route at
-0.89x and 1.13x bf16 there, and every layer's host time near 200 us a call. This prints, for each
-layer asked for and each M: the compiled layer's kernels by GPU time per call (``torch.profiler``,
-the layer's CUDA graph replayed), and the layer's four projections alone through the API
+0.89x and 1.13x bf16 there, and every layer's host time near 200 us a call (then under
+``mode="reduce-overhead"``; ``model.graphed`` has replaced it since). This prints, for each layer
+asked for and each M: the compiled layer's kernels by GPU time per call (``torch.profiler``, the
+layer's CUDA graph replayed), the eager layer's, and the layer's four projections alone through the API
 (``fp8_tutorial.scaled_mm`` after ``quantize``, and ``torch._scaled_mm`` after the torch route's
 quantization), back to back.
 
@@ -64,10 +65,10 @@ def main():
     prepared = model.prepare(model.LLAMA3_8B, LAYERS)
     with torch.inference_mode():
         for M in Ms:
-            args = model.make_inputs(model.LLAMA3_8B, "decode", M).keep_in_place().args()
+            args = model.make_inputs(model.LLAMA3_8B, "decode", M).args()
             for name, (layer, fn) in prepared.items():
-                print(f"decode M={M} {name}, compiled:", flush=True)
-                kernels(fn, args)
+                print(f"decode M={M} {name}, compiled, replayed from a CUDA graph:", flush=True)
+                kernels(model.graphed(fn, args), ())
                 print(f"decode M={M} {name}, eager:", flush=True)
                 kernels(layer, args)
             print(f"decode M={M}: projections alone", flush=True)

@@ -240,15 +240,6 @@ class Inputs:
     def args(self) -> tuple:
         return (self.x, self.cos, self.sin) + ((self.past,) if self.past is not None else ())
 
-    def keep_in_place(self) -> "Inputs":
-        """Mark the tensors as staying where they are from call to call (as an inference engine's
-        hidden states and KV cache do): CUDA graphs then read them in place, where they would
-        otherwise copy every input into the graph's own memory before each replay (at M = 64,
-        the cache's 268 MB). A graph recorded with other tensors is recorded again."""
-        for t in (self.x, self.cos, self.sin) + tuple(self.past or ()):
-            torch._dynamo.mark_static_address(t, guard=False)
-        return self
-
 
 def make_inputs(shape: LlamaShape, phase: str, tokens: int, *, seq: int = SEQ, context: int = CONTEXT,
                 outliers: bool = False, device=None, seed: int = 0) -> Inputs:
@@ -279,9 +270,9 @@ def make_inputs(shape: LlamaShape, phase: str, tokens: int, *, seq: int = SEQ, c
 
 def compiled(layer: torch.nn.Module):
     """``layer`` under ``torch.compile(fullgraph=True)``, the number of tokens a dynamic size (one
-    compilation for every M); on a GPU with CUDA graphs (``mode="reduce-overhead"``: one graph per
-    M, replayed), as inference engines run their layers. In Triton's interpreter, traced only
+    compilation for every case, not for every M). In Triton's interpreter, traced only
     (``backend="aot_eager"``): Inductor's code would add nothing to what is checked there.
+    ``graphed`` records it in a CUDA graph per M.
 
     Dynamo keeps one compilation of ``DecoderLayer.forward`` per layer and per case (one token
     or many, prefill or decode), all under the one code object; five layers make about twenty,
@@ -293,15 +284,40 @@ def compiled(layer: torch.nn.Module):
     # compilation (minutes for the twenty); the torch route stays on cuBLAS, as it is described
     torch._inductor.config.max_autotune_gemm_backends = "ATEN"
     if ON_GPU:
-        return torch.compile(layer, fullgraph=True, dynamic=True, mode="reduce-overhead")
+        return torch.compile(layer, fullgraph=True, dynamic=True)
     return torch.compile(layer, fullgraph=True, dynamic=True, backend="aot_eager")
+
+
+def graphed(fn, args: tuple, warmup: int = 3):
+    """``fn(*args)`` as inference engines run a compiled model: recorded once in a CUDA graph (on
+    a GPU), then replayed, so that a call costs the host one graph launch, not Dynamo's guards and
+    the launches of every kernel. The graph reads ``args`` where they are and writes its output
+    in its own memory. The first ``warmup`` calls run first, on a side stream: they compile, and
+    choose ``scaled_mm``'s kernels and configurations (timing them), which a graph cannot record.
+    Returns a function of no arguments that runs it again (its output, the graph's, is
+    overwritten by the next call). Without a GPU, ``fn(*args)`` itself."""
+    if not (ON_GPU and args[0].is_cuda):
+        return lambda: fn(*args)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(*args)
+
+    def replay():
+        graph.replay()
+        return out
+    return replay
 
 
 def prepare(shape: LlamaShape = LLAMA3_8B, names=None) -> dict[str, tuple]:
     """``variants``' layers, each with its ``compiled`` form: (layer, compiled), by name. ``measure``
-    and ``breakdown`` take them, so that what one compiled and recorded the other reuses. Dynamo's
-    compilations so far are dropped first: one of a layer of the same structure, made for inputs
-    that were not kept in place, would be reused, and its CUDA graphs would copy them."""
+    and ``breakdown`` take them, so that what one compiled the other reuses. Dynamo's compilations
+    so far are dropped first: they count towards its limit (``compiled``)."""
     torch._dynamo.reset()
     return {n: (layer, compiled(layer)) for n, layer in variants(shape, names).items()}
 
@@ -369,7 +385,7 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
     with torch.inference_mode():
         for phase, ms in (("decode", decode), ("prefill", prefill)):
             for M in ms:
-                inputs = make_inputs(shape, phase, M, seq=seq, context=context).keep_in_place()
+                inputs = make_inputs(shape, phase, M, seq=seq, context=context)
                 args = inputs.args()
                 refused = refusals(layers, args)
                 if progress and refused:
@@ -377,8 +393,8 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
                           flush=True)
                 here = {n: layer for n, layer in layers.items() if n not in refused}
                 calls, rounds = _calls(M, phase)
-                timed = api_benchmark({n: (lambda f=f: f(*args)) for n, f in fns.items() if n in here}, calls=calls,
-                                      rounds=rounds, flops=shape.gemm_flops(M))
+                runs = {n: graphed(f, args) for n, f in fns.items() if n in here}
+                timed = api_benchmark(runs, calls=calls, rounds=rounds, flops=shape.gemm_flops(M))
                 errs = {kind: errors(here, make_inputs(shape, phase, M, seq=seq, context=context,
                                                        outliers=kind == "outliers"))
                         for kind in ("plain", "outliers")}
@@ -390,7 +406,7 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
                 if progress:
                     print(f"{phase:<8} M={M:<6} " + "  ".join(f"{n} {timed[n].median_us:7.0f} us" for n in timed),
                           flush=True)
-                del inputs, args
+                del inputs, args, runs  # the graphs and their memory
     return records
 
 
@@ -435,15 +451,15 @@ def breakdown(shape: LlamaShape = LLAMA3_8B, tokens=((("decode", 16), ("prefill"
     records = []
     with torch.inference_mode():
         for phase, M in tokens:
-            args = make_inputs(shape, phase, M).keep_in_place().args()
+            args = make_inputs(shape, phase, M).args()
             for n, (_, fn) in prepared.items():
-                for _ in range(3):  # compile, tune, record the graph
-                    fn(*args)
+                run = graphed(fn, args)
                 torch.cuda.synchronize()
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
                     for _ in range(calls):
-                        fn(*args)
+                        run()
                     torch.cuda.synchronize()
+                del run
                 kinds: dict[str, dict] = {}
                 for e in prof.key_averages():
                     if e.device_type != torch.autograd.DeviceType.CUDA or e.self_device_time_total <= 0:
