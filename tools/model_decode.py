@@ -62,6 +62,7 @@ def projections(layer, M):
 
 def main():
     Ms = [int(a) for a in sys.argv[1:]] or [16, 32, 64]
+    model._profile_graphs_later()  # before any graph is recorded, or the profiler may not see its kernels
     prepared = model.prepare(model.LLAMA3_8B, LAYERS)
     with torch.inference_mode():
         for M in Ms:

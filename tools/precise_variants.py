@@ -14,7 +14,9 @@ Built from the package's Gluon functions (``ws_gluon``), rebound with one part c
   load), so it is timed without.
 
 Saves ``results/precise_variants_<gpu>.json``; ``compile`` only compiles each variant for sm_90a
-and prints ptxas's registers, spills and remarks.
+and prints ptxas's registers, spills and remarks. The recorded run had the paired kernel's groups
+at 168 registers and its waiting K loop; the package's paired kernel now runs ``overlapped_tile``
+with 232 and 248 (``ws_gluon.PAIRED_REGISTERS``), so a run now times its variants on those.
 
     python3 tools/precise_variants.py [compile]
 """

@@ -20,7 +20,9 @@ now measures a different, spilling kernel (``tools/overlap_blockwise.py`` measur
     python3 tools/stacked_precise.py turned         # also the paired kernel with two sums in turn,
                                                     # saved apart (results/precise_turned_<gpu>.json)
     python3 tools/stacked_precise.py overlap        # also the paired kernel with its earlier, waiting
-                                                    # K loop, saved apart (results/precise_overlap_<gpu>.json)
+                                                    # K loop, saved apart (results/precise_waiting_<gpu>.json;
+                                                    # results/precise_overlap_<gpu>.json is the run made
+                                                    # before the package took the loop, labelled as then)
     python3 tools/stacked_precise.py block          # the block-wise cells alone, unchecked, saved
                                                     # apart (results/precise_stacked_block_<gpu>.json)
 
@@ -144,8 +146,10 @@ def turned_tile(a_bufs, b_bufs, ready, empty, acc, it, k_steps, GROUP: gl.conste
 
 def _waiting() -> dict:
     """The paired kernel with ``ws_gluon.promoted_tile``'s waiting loop (each step's ``wgmma``
-    waited for before its add), as it was before ``ws_gluon.overlapped_tile``: promoted_tile
-    takes the overlapped loop for the paired kernel's two groups, and here it is told of none."""
+    waited for before its add), the loop it had before ``ws_gluon.overlapped_tile``, though at
+    the package's registers of now (``PAIRED_REGISTERS``: 232 and 248, where it had 168):
+    promoted_tile takes the overlapped loop for the paired kernel's two groups, and here it is
+    told of none."""
     names = dict(vars(W), promoted_tile=_rebound(W.promoted_tile, dict(vars(W), PAIRED_GROUPS=gl.constexpr(0))))
     names["mma_tile"] = _rebound(W.mma_tile, names)
     names["_cooperative_consumer"] = _rebound(W._cooperative_consumer, names)
@@ -340,7 +344,7 @@ if __name__ == "__main__":
     register_blockwise3()
     block_only = "block" in sys.argv
     name = ("precise_stacked_block" if block_only else "precise_turned" if "turned" in sys.argv
-            else "precise_overlap" if "overlap" in sys.argv else "precise_stacked")
+            else "precise_waiting" if "overlap" in sys.argv else "precise_stacked")
 
     def save(records, block_records):
         return results.save(name, records, block_records=block_records, failed_checks=bad, log=lines)

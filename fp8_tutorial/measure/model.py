@@ -340,16 +340,18 @@ def errors(layers: dict, inputs: Inputs, reference: str = "bf16") -> dict[str, t
 
 
 def refusals(layers: dict, args: tuple) -> dict[str, str]:
-    """The layers that cannot run on ``args``, each with the first line of its error: cuBLAS's
-    block-wise FP8 path refused one and two tokens on the H200 (``CUBLAS_STATUS_NOT_SUPPORTED``),
-    so the torch route's block-wise layer has no time at M = 1 and 2. Each layer is called once,
-    eagerly."""
+    """The layers that cuBLAS refuses to run on ``args`` (``CUBLAS_STATUS_NOT_SUPPORTED``), each
+    with the first line of its error: its block-wise FP8 path refused one and two tokens on the
+    H200, so the torch route's block-wise layer has no time at M = 1 and 2 there. Each layer is
+    called once, eagerly; any other error is raised."""
     out = {}
     with torch.inference_mode():
         for n, layer in layers.items():
             try:
                 layer(*args)
             except RuntimeError as e:
+                if "CUBLAS_STATUS_NOT_SUPPORTED" not in str(e):
+                    raise
                 out[n] = str(e).strip().splitlines()[0][:160]
     return out
 
@@ -369,11 +371,12 @@ def _calls(tokens: int, phase: str) -> tuple[int, int]:
 def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE_TOKENS, names=None,
             progress: bool = True, seq: int = SEQ, context: int = CONTEXT, prepared: dict | None = None) -> list[dict]:
     """One record per phase, M (tokens) and layer: its time per call back to back
-    (``bench.api_benchmark``: each layer compiled, called as a model calls it, the layers
-    interleaved round by round), and its errors against the bf16 layer (``errors``) on plain random
-    hidden states and on hidden states with outliers (``make_inputs``: sequences of ``seq``
-    tokens to prefill, a cache of ``context`` to decode). ``prepared``: ``prepare(shape, names)``'s
-    layers, made here where not given."""
+    (``bench.api_benchmark``: each layer compiled and replayed from a CUDA graph recorded for that
+    M, ``graphed``, as inference engines run a compiled model; the layers interleaved round by
+    round), and its errors against the bf16 layer (``errors``) on plain random hidden states and
+    on hidden states with outliers (``make_inputs``: sequences of ``seq`` tokens to prefill, a
+    cache of ``context`` to decode). A layer that cuBLAS refuses at some M (``refusals``) has no
+    record there. ``prepared``: ``prepare(shape, names)``'s layers, made here where not given."""
     from .bench import api_benchmark, require_gpu
 
     require_gpu("timing a model's layer")
@@ -411,13 +414,13 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
 
 
 #: Kernel names by what they do: the GEMMs (the book's kernels, cuBLAS's, with its split-K
-#: reduction, and CUTLASS's); the quantization of the input: the book's ``quantize`` kernels (their
-#: Triton names begin with it) and, on the torch route, Inductor's kernels that clamp (the cast to
-#: FP8 clamps to its range; a norm or SwiGLU's product may be fused in). Other Inductor kernels are
-#: the rest, also where their names hold ``amax`` (softmax's maximum) or ``quantize`` (Inductor
-#: names a kernel after the operations it feeds too: the norm before the book's quantization), as
-#: seen on the H200. Attention's kernels (FlashAttention's, cuDNN's) come first: their names can
-#: hold a GEMM's words.
+#: reduction, and CUTLASS's); the quantization of the input: the book's kernels (``quantize_*``,
+#: ``partial_amax_kernel``) and, on the torch route, Inductor's kernels that take the input's amax
+#: or clamp it to FP8's range (a norm or SwiGLU's product may be fused in). Other Inductor kernels
+#: are the rest, also softmax's, whose names hold ``amax`` too, and those whose names hold
+#: ``quantize`` (Inductor names a kernel after the operations it feeds as well: the norm before
+#: the book's quantization), as seen on the H200. Attention's kernels (FlashAttention's, cuDNN's)
+#: come first: their names can hold a GEMM's words.
 ATTENTION_NAMES = ("flash", "sdpa", "attention", "fmha")
 GEMM_NAMES = ("gluon_", "swapped", "tma_", "persistent", "tiled", "streamk", "ws_kernel", "gemm", "nvjet", "cutlass",
               "xmma", "triton_tem", "splitkreduce")
@@ -431,7 +434,9 @@ def kind_of(kernel: str) -> str:
         return "rest"
     if any(k in low for k in GEMM_NAMES):
         return "GEMM"
-    if low.startswith("quantize") or (low.startswith("triton_") and "clamp" in low):
+    if low.startswith(("quantize", "partial_amax")):
+        return "quantization"
+    if low.startswith("triton_") and ("clamp" in low or ("amax" in low and "softmax" not in low)):
         return "quantization"
     return "rest"
 
@@ -439,8 +444,9 @@ def kind_of(kernel: str) -> str:
 def breakdown(shape: LlamaShape = LLAMA3_8B, tokens=((("decode", 16), ("prefill", 4096))), names=None,
               calls: int = 20, prepared: dict | None = None) -> list[dict]:
     """Where each compiled layer's GPU time goes, from ``torch.profiler``: the kernels' time per
-    call, summed by ``kind_of``, one record per (phase, M, layer, kind), with the kernels' names.
-    ``prepared`` as ``measure`` takes it."""
+    call, replayed from the layer's CUDA graph (``graphed``), summed by ``kind_of``, one record per
+    (phase, M, layer, kind), with the kernels' names; a layer that cuBLAS refuses at that M
+    (``refusals``) has none. ``prepared`` as ``measure`` takes it."""
     from torch.profiler import ProfilerActivity, profile
 
     from .bench import require_gpu
@@ -452,7 +458,10 @@ def breakdown(shape: LlamaShape = LLAMA3_8B, tokens=((("decode", 16), ("prefill"
     with torch.inference_mode():
         for phase, M in tokens:
             args = make_inputs(shape, phase, M).args()
+            refused = refusals({n: layer for n, (layer, _) in prepared.items()}, args)
             for n, (_, fn) in prepared.items():
+                if n in refused:
+                    continue
                 run = graphed(fn, args)
                 torch.cuda.synchronize()
                 with profile(activities=[ProfilerActivity.CUDA]) as prof:
