@@ -21,6 +21,7 @@ from fp8_tutorial import gemm
 from fp8_tutorial.kernels import host, ws_gluon
 from fp8_tutorial.measure import contenders as C
 from fp8_tutorial.measure.bench import api_benchmark
+from fp8_tutorial.measure.model import graphed
 
 PROBLEMS = [(4096, 4096, 4096, "row"), (4096, 2112, 7168, "tensor"), (128, 7168, 16384, "row"),
             (4608, 3072, 12288, "tensor")]
@@ -33,17 +34,9 @@ def host_us(fn, calls=100, rounds=7):
 
 
 def graph_of(fn):
-    """``fn`` captured in a CUDA graph (after warm-up on a side stream), and its replay."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
+    """``fn`` captured in a CUDA graph (after warm-up on a side stream), and its replay
+    (``measure.model.graphed``)."""
+    return graphed(fn, ())
 
 
 def descriptor_costs(p):

@@ -55,7 +55,7 @@ from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup
 from fp8_tutorial.kernels import ws_gluon as W
 from fp8_tutorial.kernels.ablation import _rebound
 from fp8_tutorial.kernels.ws_gluon import (STACKED_GROUPS, STACKED_WORKERS, _blockwise_consumer, allocate_outputs,
-                                           allocate_ring, blockwise_issue, load_ring)
+                                           allocate_ring, load_ring)
 
 
 def asking(kernel, registers: str, wanted: str, names: dict | None = None):

@@ -296,7 +296,7 @@ def graphed(fn, args: tuple, warmup: int = 3):
     choose ``scaled_mm``'s kernels and configurations (timing them), which a graph cannot record.
     Returns a function of no arguments that runs it again (its output, the graph's, is
     overwritten by the next call). Without a GPU, ``fn(*args)`` itself."""
-    if not (ON_GPU and args[0].is_cuda):
+    if not ON_GPU:
         return lambda: fn(*args)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
