@@ -2,7 +2,8 @@
 ``convert``, which puts it in place of a model's linear layers.
 
 The weight is quantized once, when the layer is made; the input is quantized on every call, by
-``quantize`` (one kernel on a GPU), and the two are multiplied by ``scaled_mm``:
+``quantize`` (one kernel on a GPU; under ``torch.compile``, torch operations that Inductor fuses
+into the kernel that produced the input), and the two are multiplied by ``scaled_mm``:
 
 | recipe    | weight scales          | input scales         | accumulation                        |
 |-----------|------------------------|----------------------|-------------------------------------|
@@ -56,10 +57,17 @@ class FP8Linear(torch.nn.Module):
     block-wise ones (a dequantization multiplier, ``W ~= weight.float() * scale``, as DeepSeek-V3's
     ``weight_scale_inv``). ``precise=True`` asks per-row products for promoted accumulation
     (block-wise ones always have it).
+
+    ``fuse_quantization`` (default True): under ``torch.compile``, the input is quantized with
+    torch operations (``quantize(..., impl="torch")``, the same rule), which Inductor fuses into
+    the kernel that produced the input (a norm, SwiGLU's product), so the quantization costs no
+    launch and no round trip of the bf16 input through memory. False keeps ``quantize``'s kernel
+    there too: an operator of its own, which Inductor cannot fuse. Eager calls always run the
+    kernel.
     """
 
     def __init__(self, weight: torch.Tensor, weight_scale: torch.Tensor, bias: torch.Tensor | None = None, *,
-                 precise: bool = False, out_dtype: torch.dtype = torch.bfloat16):
+                 precise: bool = False, out_dtype: torch.dtype = torch.bfloat16, fuse_quantization: bool = True):
         super().__init__()
         if not isinstance(weight, torch.Tensor) or weight.dtype not in FP8_DTYPES:
             raise TypeError("weight must be an FP8 tensor (torch.float8_e4m3fn or torch.float8_e5m2), got "
@@ -87,21 +95,23 @@ class FP8Linear(torch.nn.Module):
                                     else type(bias).__name__))
         if out_dtype not in OUT_DTYPES:
             raise TypeError(f"out_dtype must be one of {', '.join(map(str, OUT_DTYPES))}, got {out_dtype}")
-        if not isinstance(precise, bool):
-            raise TypeError(f"precise must be True or False, got {precise!r}")
+        for name, flag in (("precise", precise), ("fuse_quantization", fuse_quantization)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be True or False, got {flag!r}")
         for name, t in (("weight_scale", weight_scale), ("bias", bias)):
             if t is not None and t.device != weight.device:
                 raise ValueError(f"{name} is on {t.device}, the weight on {weight.device}")
         self.in_features, self.out_features = K, N
         self.recipe, self.precise, self.out_dtype = recipe, precise, out_dtype
+        self.fuse_quantization = fuse_quantization
         self.register_buffer("weight", weight)
         self.register_buffer("weight_scale", weight_scale.contiguous())
         self.register_buffer("bias", None if bias is None else bias.detach().to(out_dtype))
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, recipe: str = "row", *, precise: bool = False,
-                    out_dtype: torch.dtype = torch.bfloat16,
-                    dtype: torch.dtype = torch.float8_e4m3fn) -> "FP8Linear":
+                    out_dtype: torch.dtype = torch.bfloat16, dtype: torch.dtype = torch.float8_e4m3fn,
+                    fuse_quantization: bool = True) -> "FP8Linear":
         """The FP8 layer of ``linear``: its weight quantized (``recipe``: "row" or "block"), its bias
         kept in ``out_dtype``."""
         if not isinstance(linear, torch.nn.Linear):
@@ -115,7 +125,7 @@ class FP8Linear(torch.nn.Module):
         if why:
             raise ValueError(why)
         q, s = quantize(w, RECIPES[recipe][1], dtype)
-        return cls(q, s, linear.bias, precise=precise, out_dtype=out_dtype)
+        return cls(q, s, linear.bias, precise=precise, out_dtype=out_dtype, fuse_quantization=fuse_quantization)
 
     def _scale_b(self) -> torch.Tensor:
         """The weight's scales as ``scaled_mm`` takes them for ``b = weight.t()``: (1, N) per row,
@@ -139,7 +149,8 @@ class FP8Linear(torch.nn.Module):
         x2 = x.reshape(-1, self.in_features)
         if x2.shape[0] == 0:
             return x.new_empty((*lead, self.out_features), dtype=self.out_dtype)
-        a, scale_a = quantize(x2, RECIPES[self.recipe][0], self.weight.dtype)
+        fused = self.fuse_quantization and torch.compiler.is_compiling()
+        a, scale_a = quantize(x2, RECIPES[self.recipe][0], self.weight.dtype, impl="torch" if fused else "auto")
         out = scaled_mm(a, self.weight.t(), scale_a, self._scale_b(), out_dtype=self.out_dtype, precise=self.precise)
         if self.bias is not None:
             out = out + self.bias
@@ -176,20 +187,23 @@ class FP8Linear(torch.nn.Module):
             text += ", precise=True"
         if self.out_dtype != torch.bfloat16:
             text += f", out_dtype={str(self.out_dtype).removeprefix('torch.')}"
+        if not self.fuse_quantization:
+            text += ", fuse_quantization=False"
         return text
 
 
 def convert(model: torch.nn.Module, recipe: str = "row", *,
             filter: Callable[[str, torch.nn.Linear], bool] | None = None, precise: bool = False,
-            out_dtype: torch.dtype = torch.bfloat16) -> torch.nn.Module:
+            out_dtype: torch.dtype = torch.bfloat16, fuse_quantization: bool = True) -> torch.nn.Module:
     """Put an ``FP8Linear`` (``FP8Linear.from_linear``) in place of every ``nn.Linear`` of ``model``
     for which ``filter(name, linear)`` is true (all, without a filter), in place; returns the model
     (the new layer, where ``model`` is itself an ``nn.Linear``). A layer that the recipe cannot
     take (block-wise: a side not a multiple of 128) raises ValueError with its name: leave it out
-    with ``filter``."""
+    with ``filter``. The other keywords are ``FP8Linear``'s."""
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}: expected one of {', '.join(map(repr, RECIPES))}")
-    return replace_linears(model, lambda m: FP8Linear.from_linear(m, recipe, precise=precise, out_dtype=out_dtype),
+    return replace_linears(model, lambda m: FP8Linear.from_linear(m, recipe, precise=precise, out_dtype=out_dtype,
+                                                                  fuse_quantization=fuse_quantization),
                            filter, block_refusal if recipe == "block" else None)
 
 

@@ -1,16 +1,26 @@
-"""Where chapter 12's decode time goes, kernel by kernel (a Hopper GPU is needed).
+"""Where chapter 12's layer time goes, kernel by kernel, and what fusing the input's quantization
+into Inductor's kernels buys (a Hopper GPU is needed).
 
 The first run of ``model.measure`` on the H200 (2026-12-05, not in the book) timed the book's
 layers at 0.90x the bf16 layer at M = 32 and 0.63x at M = 64 in decode, with the torch route at
 0.89x and 1.13x bf16 there, and every layer's host time near 200 us a call (then under
-``mode="reduce-overhead"``; ``model.graphed`` has replaced it since). This prints, for each layer
-asked for and each M: the compiled layer's kernels by GPU time per call (``torch.profiler``, the
-layer's CUDA graph replayed), the eager layer's, and the layer's four projections alone through the API
-(``fp8_tutorial.scaled_mm`` after ``quantize``, and ``torch._scaled_mm`` after the torch route's
-quantization), back to back.
+``mode="reduce-overhead"``; ``model.graphed`` has replaced it since); in prefill the book's per-row
+layer was 0.98x the torch route's at M = 4096 and 16384. Since then ``FP8Linear`` under
+``torch.compile`` quantizes its input with torch operations that Inductor fuses into the kernel
+before it (``fuse_quantization``), as the torch route's layer does. This prints:
 
-    python3 tools/model_decode.py [M ...]      # default: 16 32 64
+1. each layer's time per call back to back (``model.measure``: compiled, replayed from a CUDA
+   graph), the book's layers both with the quantization fused (``FP8Linear``'s default) and with
+   its own kernel (``fuse_quantization=False``, "kernel q."), at the decode M asked for and at
+   prefill M = 1024 and 16384;
+2. for each layer at the largest decode M: the compiled layer's kernels by GPU time per call
+   (``torch.profiler``, the layer's CUDA graph replayed), and the eager layer's;
+3. the four projections alone through the API at that M (``FP8Linear``, eager, after its
+   quantization; ``torch._scaled_mm`` after the torch route's), back to back.
+
+    python3 tools/model_decode.py [M ...]      # decode M; default: 1 16 32 64
 """
+import copy
 import sys
 
 import torch
@@ -21,7 +31,8 @@ from fp8_tutorial import nn as fnn
 from fp8_tutorial.measure import model
 from fp8_tutorial.measure.bench import api_benchmark
 
-LAYERS = ["bf16", "torch row", "fp8_tutorial row"]
+LAYERS = ["bf16", "torch row", "fp8_tutorial row", "torch block", "fp8_tutorial block"]
+PREFILL = [1024, 16384]
 
 
 def kernels(fn, args, calls=20, top=14):
@@ -60,20 +71,47 @@ def projections(layer, M):
         print(f"    {name:<32} {r.median_us:7.1f} us  host {r.host_us:6.1f} us")
 
 
+def with_kernel_quantization(prepared: dict) -> dict:
+    """``prepared`` with, beside each of the book's layers, a copy whose ``FP8Linear`` layers keep
+    the quantization kernel under ``torch.compile`` (``fuse_quantization=False``)."""
+    out = dict(prepared)
+    for name, (layer, _) in prepared.items():
+        if name.startswith("fp8_tutorial"):
+            twin = copy.deepcopy(layer)
+            for m in twin.modules():
+                if isinstance(m, fnn.FP8Linear):
+                    m.fuse_quantization = False
+            out[f"{name}, kernel q."] = (twin, model.compiled(twin))
+    return out
+
+
 def main():
-    Ms = [int(a) for a in sys.argv[1:]] or [16, 32, 64]
+    Ms = [int(a) for a in sys.argv[1:]] or [1, 16, 32, 64]
     model._profile_graphs_later()  # before any graph is recorded, or the profiler may not see its kernels
-    prepared = model.prepare(model.LLAMA3_8B, LAYERS)
+    prepared = with_kernel_quantization(model.prepare(model.LLAMA3_8B, LAYERS))
+    print("1. time per layer call (us), back to back, each layer compiled and replayed from a CUDA graph",
+          flush=True)
+    records = model.measure(model.LLAMA3_8B, prefill=PREFILL, decode=Ms, prepared=prepared)
+    names = list(prepared)
+    print(f"{'phase':>8} {'M':>6} " + " ".join(f"{n.replace('fp8_tutorial', 'fp8_tut.'):>24}" for n in names))
+    by = {(r["phase"], r["tokens"], r["layer"]): r["us"] for r in records}
+    for phase, ms in (("decode", Ms), ("prefill", PREFILL)):
+        for M in ms:
+            print(f"{phase:>8} {M:>6} " + " ".join(f"{by[(phase, M, n)]:24.1f}" if (phase, M, n) in by
+                                                   else f"{'-':>24}" for n in names))
+    M = max(Ms)
     with torch.inference_mode():
-        for M in Ms:
-            args = model.make_inputs(model.LLAMA3_8B, "decode", M).args()
-            for name, (layer, fn) in prepared.items():
-                print(f"decode M={M} {name}, compiled, replayed from a CUDA graph:", flush=True)
-                kernels(model.graphed(fn, args), ())
-                print(f"decode M={M} {name}, eager:", flush=True)
-                kernels(layer, args)
-            print(f"decode M={M}: projections alone", flush=True)
-            projections(prepared["fp8_tutorial row"][0], M)
+        args = model.make_inputs(model.LLAMA3_8B, "decode", M).args()
+        refused = model.refusals({n: layer for n, (layer, _) in prepared.items()}, args)
+        for name, (layer, fn) in prepared.items():
+            if name in refused:
+                continue
+            print(f"2. decode M={M} {name}, compiled, replayed from a CUDA graph:", flush=True)
+            kernels(model.graphed(fn, args), ())
+            print(f"2. decode M={M} {name}, eager:", flush=True)
+            kernels(layer, args)
+        print(f"3. decode M={M}: projections alone", flush=True)
+        projections(prepared["fp8_tutorial row"][0], M)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,12 @@ The layers compared (``VARIANTS``), all made from the same bf16 weights:
   the input quantized with torch operations (which ``torch.compile`` fuses with its neighbours),
   then cuBLAS through ``torch._scaled_mm`` (per row with fast accumulation; block-wise without,
   the input's scales M-major first);
-- ``fp8_tutorial row``, ``fp8_tutorial block``: ``FP8Linear`` (``quantize``, then ``scaled_mm``).
+- ``fp8_tutorial row``, ``fp8_tutorial block``: ``FP8Linear`` (``quantize``, then ``scaled_mm``;
+  under ``torch.compile`` the quantization is torch operations that Inductor fuses, as the torch
+  route's).
 
-The weights of both FP8 routes are the same bits (``quantize``'s), so their errors differ by
-the input's quantization and the GEMM alone.
+The weights of both FP8 routes are the same bits (``quantize``'s), and their inputs are quantized
+by the same rule, so their errors differ by the GEMM alone (and, compiled, where Inductor rounds).
 """
 
 from __future__ import annotations
