@@ -121,6 +121,7 @@ def test_refusals_say_what_was_expected(device):
         (ValueError, "bias must be", lambda: fnn.FP8Linear(q, s, torch.zeros(3, device=device))),
         (TypeError, "out_dtype", lambda: fnn.FP8Linear(q, s, out_dtype=torch.int8)),
         (TypeError, "precise", lambda: fnn.FP8Linear(q, s, precise=1)),
+        (TypeError, "fuse_quantization", lambda: fnn.FP8Linear(q, s, fuse_quantization="yes")),
         (ValueError, "multiples of 128", lambda: fnn.FP8Linear.from_linear(torch.nn.Linear(200, 128), "block")),
         (ValueError, "unknown recipe", lambda: fnn.FP8Linear.from_linear(linear, "tensor")),
         (TypeError, "torch.nn.Linear", lambda: fnn.FP8Linear.from_linear(torch.nn.ReLU())),
@@ -170,6 +171,9 @@ def test_convert_replaces_linear_layers_in_place(gen, device):
     assert isinstance(model[0], fnn.FP8Linear) and model[0].recipe == "block" and isinstance(model[1], torch.nn.Linear)
     root = torch.nn.Linear(128, 128).to(device)
     assert isinstance(fnn.convert(root), fnn.FP8Linear)
+    kept = fnn.convert(torch.nn.Sequential(torch.nn.Linear(128, 128)), fuse_quantization=False)
+    assert not kept[0].fuse_quantization and "fuse_quantization=False" in repr(kept)
+    assert fnn.convert(root).fuse_quantization and "fuse" not in repr(fnn.convert(root))
     with pytest.raises(TypeError, match="torch.nn.Module"):
         fnn.convert("model")
     with pytest.raises(ValueError, match="unknown recipe"):
