@@ -10,8 +10,8 @@ last, at the kernel's return. Captured kernel arguments and pure values are rema
 compute-sanitizer 2025.3.1 (H200, driver 580) found 220 hazards in gluon_ws_kernel, every one on those
 four state bytes: RAW between the default warps' state stores and the workers' state loads, which
 barrier 1 orders (bar.sync orders shared memory among its participating threads, here all of them).
-The kernels with such hazards, gluon_ws_kernel and ws-mbarrier (whose other 496 hazards are on its
-buffer, ordered by an mbarrier), are those whose default warps also pass ``bar.sync 0, N`` (N their
+The kernels with such hazards, gluon_ws_kernel and ws-mbarrier (whose other hazards, of 502 in a
+first run and 5 in a second, are on its buffer, ordered by an mbarrier; results/sanitize/README.md), are those whose default warps also pass ``bar.sync 0, N`` (N their
 threads, not the CTA's), which Triton adds for gl.thread_barrier() and where its barrier analysis asks
 (between the inits of an mbarrier array, before mbarrier.invalidate); in both, the state stores after
 such a barrier are reported and those before it are not. The ws-bar0 ... asm-part2 variants test that

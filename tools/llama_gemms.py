@@ -2,8 +2,8 @@
 configuration that ``scaled_mm`` times for them, a wider grid around them, and ``scaled_mm``'s own
 choice (a Hopper GPU is needed).
 
-The first H200 run of chapter 12's layers (2026-12-05, not in the book) had the book's per-row
-layer at 0.98x the torch route's at M = 4096 and 16384 in prefill, the two layers alike but for
+The first H200 run of chapter 12's layers (``results/model_reduce_overhead_h200.json``, not in
+the book) had the book's per-row layer at 0.98x the torch route's at M = 4096 and 16384 in prefill, the two layers alike but for
 their GEMMs (and, then, the quantization). The GEMMs are the four projections of Llama-3-8B (N x
 K: 6144 x 4096, 4096 x 4096, 28672 x 4096, 4096 x 14336) at M = 1024, 4096 and 16384. For each
 cell, in one run of the kernel harness (``bench.benchmark``, interleaved, L2 flushed): cuBLAS

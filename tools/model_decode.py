@@ -1,11 +1,11 @@
 """Where chapter 12's layer time goes, kernel by kernel, and what fusing the input's quantization
 into Inductor's kernels buys (a Hopper GPU is needed).
 
-The first run of ``model.measure`` on the H200 (2026-12-05, not in the book) timed the book's
-layers at 0.90x the bf16 layer at M = 32 and 0.63x at M = 64 in decode, with the torch route at
-0.89x and 1.13x bf16 there, and every layer's host time near 200 us a call (then under
-``mode="reduce-overhead"``; ``model.graphed`` has replaced it since); in prefill the book's per-row
-layer was 0.98x the torch route's at M = 4096 and 16384. Since then ``FP8Linear`` under
+The first run of ``model.measure`` on the H200 (``results/model_reduce_overhead_h200.json``, not
+in the book) timed the book's layers at 0.90x the bf16 layer at M = 32 and 0.62 to 0.63x at M = 64
+in decode, with the torch route at 1.13x and 0.88x bf16 there, and every layer's host time at 120
+to 320 us a call (then under ``mode="reduce-overhead"``; ``model.graphed`` has replaced it
+since); in prefill the book's per-row layer was 0.98x the torch route's at M = 4096 and 16384. Since then ``FP8Linear`` under
 ``torch.compile`` quantizes its input with torch operations that Inductor fuses into the kernel
 before it (``fuse_quantization``), as the torch route's layer does. This prints:
 

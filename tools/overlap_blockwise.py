@@ -56,7 +56,7 @@ def waited_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr,
     128 groups and one for W's 128 x 128 block (the tile is 128 wide: one block). The loop takes two
     steps at a time, each with its own scales, loaded two steps ahead into the registers just
     used: their latency hides under two ``wgmma``, and nothing moves from one register to another
-    (a move would wait for its load; on the H200, 2 to 4% faster than one step at a time). K steps
+    (a move would wait for its load). K steps
     [k_first, k_first + k_steps) of the tile."""
     rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
     nb = off_n // acc.type.shape[1]

@@ -5,7 +5,7 @@ block-wise scales.
 ptxas compiles a warp-specialized kernel for ``maxnreg`` (64K over its 512 threads: 128), but each
 partition's code after its ``setmaxnreg`` for the count that partition asks for. Compiled for
 sm_90a with precise accumulation, the stacked kernel as first written (workers asking 128) spills
-216 bytes; the package's (``ws_gluon.gluon_stacked_kernel``: workers at 160, so 168 for the default
+216 bytes per tensor and 272 per row (stores; ``compile`` prints them); the package's (``ws_gluon.gluon_stacked_kernel``: workers at 160, so 168 for the default
 group and 24 for the producer, all 512 a lane has) spills nothing. This run measures what its tile
 buys against the paired kernel (128 x 128) and cuBLAS precise, in the kernel harness, after checking
 it, and ``gluon_blockwise3_kernel`` (the block-wise kernel on the same tile), against float64 and
