@@ -59,11 +59,11 @@ class FP8Linear(torch.nn.Module):
     (block-wise ones always have it).
 
     ``fuse_quantization`` (default True): under ``torch.compile``, the input is quantized with
-    torch operations (``quantize(..., impl="torch")``, the same rule), which Inductor fuses into
-    the kernel that produced the input (a norm, SwiGLU's product), so the quantization costs no
-    launch and no round trip of the bf16 input through memory. False keeps ``quantize``'s kernel
-    there too: an operator of its own, which Inductor cannot fuse. Eager calls always run the
-    kernel.
+    torch operations (``quantize(..., impl="torch")``, the same rule), which Inductor can fuse
+    into the kernel that produced the input (a norm, SwiGLU's product): where it does, the
+    quantization has no launch of its own and the bf16 input need not go to memory and back
+    first. False keeps ``quantize``'s kernel there too: an operator of its own, which Inductor
+    cannot fuse. Eager calls always run the kernel.
     """
 
     def __init__(self, weight: torch.Tensor, weight_scale: torch.Tensor, bias: torch.Tensor | None = None, *,
