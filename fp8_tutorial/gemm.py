@@ -168,7 +168,7 @@ register_kernel("streamk", persistent.launch_streamk, epilogue_scales_only("stre
 register_kernel("tma", tma.launch_tma, tma.tma_takes, priority=12)
 # Below the tiled kernel: behind the best kernel without specialization on every reference cell
 # (chapter 07's table).
-register_kernel("ws", ws.launch_ws, tma.tma_takes, priority=7)
+register_kernel("ws", ws.launch_ws, ws.ws_takes, priority=7)
 # First where it can run (a Hopper GPU, e4m3 operands, what TMA takes; block-wise scales through its
 # blockwise kernel): ahead of the best kernel without specialization on most reference cells and
 # within a percent on the others (chapter 08's table). Elsewhere it refuses, and "auto" says why.

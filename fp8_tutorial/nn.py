@@ -77,7 +77,8 @@ class FP8Linear(torch.nn.Module):
             raise ValueError(f"weight must be 2-D (out_features, in_features), got shape {tuple(weight.shape)}")
         if not weight.is_contiguous():
             raise ValueError(f"weight must be contiguous (row-major (out_features, in_features), strides "
-                             f"{(weight.shape[1], 1)}), got strides {tuple(weight.stride())}: pass weight.contiguous()")
+                             f"{(weight.shape[1], 1)}), got strides {tuple(weight.stride())}: pass weight.contiguous(), "
+                             "or, for a transpose of an (out_features, in_features) weight, that weight and its scales")
         N, K = weight.shape
         if not isinstance(weight_scale, torch.Tensor) or weight_scale.dtype != torch.float32:
             raise TypeError("weight_scale must be a float32 tensor (a dequantization multiplier)")
@@ -88,6 +89,8 @@ class FP8Linear(torch.nn.Module):
                 expected += f" or {(N // GROUP, K // GROUP)} block-wise"
             raise ValueError(f"weight_scale has shape {tuple(weight_scale.shape)}: expected {expected} for a "
                              f"{(N, K)} weight")
+        if not bool(torch.isfinite(weight_scale).all()):
+            raise ValueError("weight_scale holds NaN or infinite values: every output that uses them would be NaN")
         if bias is not None:
             if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (N,) or not bias.is_floating_point():
                 raise ValueError(f"bias must be a floating-point tensor of shape ({N},), got "
@@ -110,10 +113,11 @@ class FP8Linear(torch.nn.Module):
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, recipe: str = "row", *, precise: bool = False,
-                    out_dtype: torch.dtype = torch.bfloat16, dtype: torch.dtype = torch.float8_e4m3fn,
+                    out_dtype: torch.dtype | None = None, dtype: torch.dtype = torch.float8_e4m3fn,
                     fuse_quantization: bool = True) -> "FP8Linear":
-        """The FP8 layer of ``linear``: its weight quantized (``recipe``: "row" or "block"), its bias
-        kept in ``out_dtype``."""
+        """The FP8 layer of ``linear``: its weight quantized (``recipe``: "row" or "block"), its
+        output and bias in ``out_dtype``, by default the dtype of ``linear``'s weight (so that the
+        layers after it get what they got before)."""
         if not isinstance(linear, torch.nn.Linear):
             raise TypeError(f"from_linear takes a torch.nn.Linear, got {type(linear).__name__}")
         if recipe not in RECIPES:
@@ -125,6 +129,7 @@ class FP8Linear(torch.nn.Module):
         if why:
             raise ValueError(why)
         q, s = quantize(w, RECIPES[recipe][1], dtype)
+        out_dtype = w.dtype if out_dtype is None else out_dtype
         return cls(q, s, linear.bias, precise=precise, out_dtype=out_dtype, fuse_quantization=fuse_quantization)
 
     def _scale_b(self) -> torch.Tensor:
@@ -159,6 +164,8 @@ class FP8Linear(torch.nn.Module):
     def choose(self, tokens: int) -> tuple[str, dict[str, str]]:
         """The kernel ``scaled_mm`` runs for an input of ``tokens`` rows, and why each kernel ranked
         above it refused (``gemm.choose``)."""
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise ValueError(f"tokens must be an int of at least 1 (no kernel runs for an empty input), got {tokens!r}")
         a = torch.empty((tokens, self.in_features), dtype=self.weight.dtype, device=self.weight.device)
         rows = self.in_features // GROUP if self.recipe == "block" else 1
         scale_a = torch.ones((tokens, rows), dtype=torch.float32, device=self.weight.device)
@@ -168,7 +175,7 @@ class FP8Linear(torch.nn.Module):
         """Moves (``.to(device)``, ``.cuda()``) move the buffers; conversions of dtype
         (``model.to(torch.bfloat16)``, ``.half()``, which convert every floating-point tensor, FP8
         ones among them) leave them as they are: the FP8 weight, its float32 scales and the bias
-        in the output's dtype."""
+        in the output's dtype, which stays too (cast a model first, then convert it)."""
         before = dict(self._buffers)
         super()._apply(fn, recurse)
         for name, old in before.items():
@@ -194,12 +201,13 @@ class FP8Linear(torch.nn.Module):
 
 def convert(model: torch.nn.Module, recipe: str = "row", *,
             filter: Callable[[str, torch.nn.Linear], bool] | None = None, precise: bool = False,
-            out_dtype: torch.dtype = torch.bfloat16, fuse_quantization: bool = True) -> torch.nn.Module:
+            out_dtype: torch.dtype | None = None, fuse_quantization: bool = True) -> torch.nn.Module:
     """Put an ``FP8Linear`` (``FP8Linear.from_linear``) in place of every ``nn.Linear`` of ``model``
     for which ``filter(name, linear)`` is true (all, without a filter), in place; returns the model
     (the new layer, where ``model`` is itself an ``nn.Linear``). A layer that the recipe cannot
     take (block-wise: a side not a multiple of 128) raises ValueError with its name: leave it out
-    with ``filter``. The other keywords are ``FP8Linear``'s."""
+    with ``filter``. The other keywords are ``FP8Linear.from_linear``'s: each layer's output keeps
+    its linear's dtype unless ``out_dtype`` says otherwise."""
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}: expected one of {', '.join(map(repr, RECIPES))}")
     return replace_linears(model, lambda m: FP8Linear.from_linear(m, recipe, precise=precise, out_dtype=out_dtype,
@@ -211,20 +219,28 @@ def replace_linears(model: torch.nn.Module, make: Callable[[torch.nn.Linear], to
                     filter: Callable[[str, torch.nn.Linear], bool] | None = None,
                     refusal: Callable[[int, int], str | None] | None = None) -> torch.nn.Module:
     """Put ``make(linear)`` in place of every ``nn.Linear`` of ``model`` that ``filter(name,
-    linear)`` accepts (``convert``'s walk, for any kind of layer); ``refusal(out_features,
-    in_features)`` says why a layer cannot be made, and is asked of every layer before any is
-    replaced."""
+    linear)`` accepts (``convert``'s walk, for any kind of layer); a linear layer held under
+    several names gets one replacement, set under each. ``refusal(out_features, in_features)``
+    says why a layer cannot be made, and is asked of every layer before any is replaced; so is
+    whether its parent calls it (``nn.MultiheadAttention`` reads its ``out_proj``'s weight
+    directly: a replacement would never run)."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"expected a torch.nn.Module, got {type(model).__name__}")
-    chosen = [(name, m) for name, m in model.named_modules()
+    chosen = [(name, m) for name, m in model.named_modules(remove_duplicate=False)
               if isinstance(m, torch.nn.Linear) and (filter is None or filter(name, m))]
     for name, m in chosen:
-        why = refusal and refusal(m.out_features, m.in_features)
+        parent = model.get_submodule(name.rpartition(".")[0]) if name else None
+        why = (refusal and refusal(m.out_features, m.in_features)) or (
+            isinstance(parent, torch.nn.MultiheadAttention)
+            and "nn.MultiheadAttention reads this projection's weight directly, without calling it")
         if why:
-            raise ValueError(f"{name or 'the model'} ({m.out_features} x {m.in_features}): {why}; "
+            raise ValueError(f"layer {name or 'the model'!r} (weight {m.out_features} x {m.in_features}): {why}; "
                              "leave it out with filter=")
+    made: dict[int, torch.nn.Module] = {}
     for name, m in chosen:
-        new = make(m)
+        if id(m) not in made:
+            made[id(m)] = make(m)
+        new = made[id(m)]
         if not name:
             return new
         parent, _, attr = name.rpartition(".")

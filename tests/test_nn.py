@@ -43,7 +43,7 @@ def test_fp8_linear_matches_float64(recipe, shapes, bias, gen, device):
             linear.weight.copy_(_spread(torch.randn(N, K, generator=gen), group or 1, group or K, gen))
             if bias:
                 linear.bias.copy_(torch.randn(N, generator=gen))
-        layer = fnn.FP8Linear.from_linear(linear, recipe)
+        layer = fnn.FP8Linear.from_linear(linear, recipe, out_dtype=torch.bfloat16)
         assert layer.weight.dtype == torch.float8_e4m3fn and layer.weight.is_contiguous()
         x = _spread(torch.randn(M, K, generator=gen), 1, group or K, gen).to(device, torch.bfloat16)
         with torch.inference_mode():
@@ -67,6 +67,10 @@ def test_leading_dimensions_and_dtypes(gen, device):
         strided = x.transpose(1, 2)  # a non-contiguous input
         assert torch.equal(layer(strided), layer(strided.contiguous()))
         assert layer(torch.empty(0, 4, 160, device=device)).shape == (0, 4, 96)
+    # by default the output keeps the linear's dtype, so the layers after it get what they got
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        made = fnn.FP8Linear.from_linear(torch.nn.Linear(160, 96).to(device, dtype))
+        assert made.out_dtype == dtype and made.bias.dtype == dtype
 
 
 def test_precise_per_row_and_choose(gen, device):
@@ -85,13 +89,13 @@ def test_dtype_conversions_of_the_model_leave_the_layer_as_it_is(gen, device):
     FP8 ones among them; the layer keeps its FP8 weight, float32 scales and bias, and its output.
     Moves apply."""
     model = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.Linear(256, 128)).to(device)
-    fnn.convert(model, "block")
+    fnn.convert(model, "block")  # float32 linears: float32 out and bias
     x = torch.randn(5, 128, generator=gen).to(device)
     with torch.no_grad():
         before = model(x)
         for convert in (lambda m: m.to(torch.bfloat16), lambda m: m.half(), lambda m: m.float()):
             convert(model)
-            assert [b.dtype for b in model[0].buffers()] == [torch.float8_e4m3fn, torch.float32, torch.bfloat16]
+            assert [b.dtype for b in model[0].buffers()] == [torch.float8_e4m3fn, torch.float32, torch.float32]
             assert torch.equal(model(x), before)
     model.to("cpu")
     assert all(b.device.type == "cpu" for b in model.buffers())
@@ -122,6 +126,8 @@ def test_refusals_say_what_was_expected(device):
         (TypeError, "out_dtype", lambda: fnn.FP8Linear(q, s, out_dtype=torch.int8)),
         (TypeError, "precise", lambda: fnn.FP8Linear(q, s, precise=1)),
         (TypeError, "fuse_quantization", lambda: fnn.FP8Linear(q, s, fuse_quantization="yes")),
+        (ValueError, "NaN or infinite", lambda: fnn.FP8Linear(q, torch.full_like(s, float("inf")))),
+        (ValueError, "at least 1", lambda: layer.choose(0)),
         (ValueError, "multiples of 128", lambda: fnn.FP8Linear.from_linear(torch.nn.Linear(200, 128), "block")),
         (ValueError, "unknown recipe", lambda: fnn.FP8Linear.from_linear(linear, "tensor")),
         (TypeError, "torch.nn.Linear", lambda: fnn.FP8Linear.from_linear(torch.nn.ReLU())),
@@ -164,13 +170,23 @@ def test_convert_replaces_linear_layers_in_place(gen, device):
         assert [type(m).__name__ for m in (model[0], model[2][0], model[2][1])] == ["FP8Linear"] * 3
         assert fp8.rel_error(model(x).float(), before) < 0.1  # FP8's own error through three layers
     model = torch.nn.Sequential(torch.nn.Linear(256, 384), torch.nn.Linear(384, 200)).to(device)
-    with pytest.raises(ValueError, match=r"^1 \(200 x 384\): block-wise"):
+    with pytest.raises(ValueError, match=r"^layer '1' \(weight 200 x 384\): block-wise"):
         fnn.convert(model, "block")
     assert all(isinstance(m, torch.nn.Linear) for m in model)  # refused before any change
     fnn.convert(model, "block", filter=lambda name, m: m.out_features % 128 == 0)
     assert isinstance(model[0], fnn.FP8Linear) and model[0].recipe == "block" and isinstance(model[1], torch.nn.Linear)
     root = torch.nn.Linear(128, 128).to(device)
     assert isinstance(fnn.convert(root), fnn.FP8Linear)
+    shared = torch.nn.Linear(128, 128).to(device)
+    twice = torch.nn.Sequential(shared, torch.nn.ReLU(), shared)  # one layer under two names: one replacement
+    fnn.convert(twice)
+    assert isinstance(twice[0], fnn.FP8Linear) and twice[0] is twice[2]
+    attention = torch.nn.TransformerEncoderLayer(128, 4, dim_feedforward=256, batch_first=True).to(device)
+    with pytest.raises(ValueError, match="self_attn.out_proj.*reads this projection's weight directly"):
+        fnn.convert(attention)
+    assert isinstance(attention.linear1, torch.nn.Linear)  # refused before any change
+    fnn.convert(attention, filter=lambda name, m: not name.startswith("self_attn"))
+    assert isinstance(attention.linear1, fnn.FP8Linear) and isinstance(attention.self_attn.out_proj, torch.nn.Linear)
     kept = fnn.convert(torch.nn.Sequential(torch.nn.Linear(128, 128)), fuse_quantization=False)
     assert not kept[0].fuse_quantization and "fuse_quantization=False" in repr(kept)
     assert fnn.convert(root).fuse_quantization and "fuse" not in repr(fnn.convert(root))

@@ -24,8 +24,8 @@ import triton
 import triton.language as tl
 
 from .common import operand_sources
-from .host import Launch, Operands, autotuned, launch, persistent_grid
-from .tma import fit_tma_config, prune_tma, tma_args, tma_setup, tma_tiles
+from .host import Launch, Operands, autotuned, epilogue_scales_only, launch, persistent_grid
+from .tma import fit_tma_config, prune_tma, tma_args, tma_setup, tma_takes, tma_tiles
 
 
 @triton.jit
@@ -78,6 +78,12 @@ def ws_refuses(config: triton.Config) -> str | None:
         return (f"warp-specialized loops with more than {WS_MAX_STAGES} stages gave wrong results on the H200 "
                 f"(Triton 3.6); got num_stages={config.num_stages}")
     return None
+
+
+def ws_takes(ops: Operands, out: torch.Tensor) -> str | None:
+    """Why ``ws_kernel`` cannot take these operands, or None: what the TMA kernel refuses, said of
+    this kernel."""
+    return epilogue_scales_only("ws")(ops, out) or tma_takes(ops, out)
 
 
 def launch_ws(ops: Operands, out: torch.Tensor, precise: bool, config: triton.Config | None = None,

@@ -184,7 +184,8 @@ class ScaledMMLinear(torch.nn.Module):
         lead, K = x.shape[:-1], x.shape[-1]
         q, scale = quantize(x.reshape(-1, K), fnn.RECIPES[self.recipe][0], impl="torch")
         if self.recipe == "block":  # M-major: strides (1, M)
-            scale = torch.empty_strided(scale.shape, (1, scale.shape[0]), device=scale.device).copy_(scale)
+            scale = torch.empty_strided(scale.shape, (1, scale.shape[0]), dtype=scale.dtype,
+                                        device=scale.device).copy_(scale)
         out = torch._scaled_mm(q, self.weight.t(), scale, self.weight_scale.t(), bias=self.bias,
                                out_dtype=torch.bfloat16, use_fast_accum=self.recipe == "row")
         return out.reshape(*lead, out.shape[-1])
@@ -202,7 +203,9 @@ def variants(shape: LlamaShape = LLAMA3_8B, names=None, device=None, seed: int =
     needs a CUDA GPU), each a copy of one bf16 layer with random weights (``seed``), its
     projections converted, in eval mode."""
     device = torch.device(device or ("cuda" if ON_GPU else "cpu"))
-    names = list(names or [n for n, (route, _) in VARIANTS.items() if route != "torch" or device.type == "cuda"])
+    if names is None:
+        names = [n for n, (route, _) in VARIANTS.items() if route != "torch" or device.type == "cuda"]
+    names = list(names)
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown layers {unknown}: expected some of {list(VARIANTS)}")
@@ -324,21 +327,55 @@ def prepare(shape: LlamaShape = LLAMA3_8B, names=None) -> dict[str, tuple]:
     return {n: (layer, compiled(layer)) for n, layer in variants(shape, names).items()}
 
 
+#: The projections whose outputs are the layer's two branches: attention's and the MLP's, before
+#: the residual adds.
+BRANCHES = ("self_attn.o_proj", "mlp.down_proj")
+
+
+def with_branches(layer: torch.nn.Module, args: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    """``layer(*args)``, and its branches' outputs (``BRANCHES``, taken by forward hooks), flattened
+    and joined, in float32."""
+    got = {}
+    hooks = [layer.get_submodule(n).register_forward_hook(lambda m, i, o, n=n: got.__setitem__(n, o))
+             for n in BRANCHES]
+    try:
+        out = layer(*args)
+    finally:
+        for h in hooks:
+            h.remove()
+    return out.float(), torch.cat([got[n].float().reshape(-1) for n in BRANCHES])
+
+
 def errors(layers: dict, inputs: Inputs, reference: str = "bf16") -> dict[str, tuple[float, float]]:
     """Each layer's relative (Frobenius) error against the ``reference`` layer, eager, on the same
-    inputs: of its output, and of its update (the output less the input, which the residual
-    connections carry through unchanged and which would otherwise hide the layer's own error)."""
+    inputs: of its output, and of its branches (``with_branches``). The output carries the input
+    through the residual connections, and its rounding to bf16 can be as large as what the layer
+    adds (``bf16_floor`` measures it); the branches show the layer's own error."""
     from ..checks import rel_error
 
     with torch.inference_mode():
-        x = inputs.x.float()
-        ref = layers[reference](*inputs.args()).float()
+        ref, ref_branches = with_branches(layers[reference], inputs.args())
         out = {}
         for n, layer in layers.items():
             if n != reference:
-                y = layer(*inputs.args()).float()
-                out[n] = (rel_error(y, ref), rel_error(y - x, ref - x))
+                y, branches = with_branches(layer, inputs.args())
+                out[n] = (rel_error(y, ref), rel_error(branches, ref_branches))
         return out
+
+
+def bf16_floor(layer: torch.nn.Module, inputs: Inputs) -> dict[str, float]:
+    """What bf16 itself costs the measures of ``errors``: the bf16 ``layer``'s relative error
+    against a float32 copy of it on the same inputs, of its output, of its update (output less
+    input) and of its branches."""
+    from ..checks import rel_error
+
+    wide = copy.deepcopy(layer).float()
+    args32 = tuple(tuple(t.float() for t in a) if isinstance(a, tuple) else a.float() for a in inputs.args())
+    with torch.inference_mode():
+        y, branches = with_branches(layer, inputs.args())
+        y32, branches32 = with_branches(wide, args32)
+    x = inputs.x.float()
+    return dict(output=rel_error(y, y32), update=rel_error(y - x, y32 - x), branches=rel_error(branches, branches32))
 
 
 def refusals(layers: dict, args: tuple) -> dict[str, str]:
@@ -406,7 +443,7 @@ def measure(shape: LlamaShape = LLAMA3_8B, prefill=PREFILL_TOKENS, decode=DECODE
                 for n, r in timed.items():
                     records.append(dict(phase=phase, tokens=M, layer=n, us=r.median_us, p10_us=r.p10_us,
                                         p90_us=r.p90_us, host_us=r.host_us,
-                                        errors={kind: dict(zip(("output", "update"), e[n]))
+                                        errors={kind: dict(zip(("output", "branches"), e[n]))
                                                 for kind, e in errs.items() if n in e}))
                 if progress:
                     print(f"{phase:<8} M={M:<6} " + "  ".join(f"{n} {timed[n].median_us:7.0f} us" for n in timed),
@@ -560,17 +597,17 @@ def table(records: list[dict], phase: str) -> str:
 
 def error_table(records: list[dict], inputs: str = "outliers") -> str:
     """Each FP8 layer's error against the bf16 layer at each M, on ``inputs`` ("plain" or
-    "outliers"): of the output, and of the layer's update (output less input)."""
+    "outliers"): of the output, and of the layer's branches (``with_branches``)."""
     by = _by(records)
     layers = [n for n in VARIANTS if n != "bf16" and any(k[2] == n for k in by)]
     lines = [f"relative error against the bf16 layer, {inputs} hidden states:",
-             "of the output | of the update (output less input)",
+             "of the output | of the branches (attention's and the MLP's outputs, before the residual adds)",
              f"{'phase':>7} {'M':>5}" + "".join(f" {n.replace('fp8_tutorial', 'fp8_tut.'):>17}" for n in layers)]
     for phase, M in sorted({k[:2] for k in by}, key=lambda k: (k[0] != "decode", k[1])):
         cells = []
         for n in layers:
             e = by.get((phase, M, n), {}).get("errors", {}).get(inputs)
-            cells.append(f" {e['output']:>8.1e}|{e['update']:>8.1e}" if e else f" {'-':>17}")
+            cells.append(f" {e['output']:>8.1e}|{e['branches']:>8.1e}" if e else f" {'-':>17}")
         lines.append(f"{phase:>7} {M:>5}" + "".join(cells))
     return "\n".join(lines)
 
@@ -578,8 +615,8 @@ def error_table(records: list[dict], inputs: str = "outliers") -> str:
 def summary(records: list[dict]) -> dict:
     """Against the chapter's targets: for each FP8 layer of the book, the lowest speed-up over bf16
     and over the torch route of its recipe, per phase; and, for each kind of hidden states, the
-    largest ratio of block-wise's error to per row's over the M measured (of the update, the
-    larger error; at most 1 where block-wise's is at most per row's at every M)."""
+    largest ratio of block-wise's error to per row's over the M measured (of the branches, the
+    layer's own error; at most 1 where block-wise's is at most per row's at every M)."""
     by = _by(records)
     out = {}
     for phase in ("prefill", "decode"):
@@ -597,7 +634,7 @@ def summary(records: list[dict]) -> dict:
         row = by.get((k[0], k[1], "fp8_tutorial row"))
         if k[2] == "fp8_tutorial block" and row:
             for kind, e in r["errors"].items():
-                ratios.setdefault(kind, []).append(e["update"] / row["errors"][kind]["update"])
+                ratios.setdefault(kind, []).append(e["branches"] / row["errors"][kind]["branches"])
     out["block error over row's"] = {kind: max(v) for kind, v in ratios.items()}
     return out
 
