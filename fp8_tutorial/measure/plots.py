@@ -26,9 +26,10 @@ def finish(ax, title: str, xlabel: str, ylabel: str, *, grid: str = "y", legend:
     ax.set_ylabel(ylabel)
     if grid:
         ax.grid(True, axis=grid, alpha=0.3)
-    if isinstance(legend, dict):
+    labelled = bool(ax.get_legend_handles_labels()[0])
+    if isinstance(legend, dict) and labelled:
         ax.legend(**legend)
-    elif legend and ax.get_legend_handles_labels()[0]:
+    elif legend and labelled:
         ax.legend(fontsize=8)
 
 
