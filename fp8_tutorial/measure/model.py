@@ -111,8 +111,8 @@ class Attention(torch.nn.Module):
 def _decode_attention(q, k, v, past):
     """One new token per sequence (``q``, ``k``, ``v``: (B, heads or kv_heads, 1, head_dim)) attends
     to its cache (``past``: keys and values, (B, kv_heads, context, head_dim)) and to itself. The
-    cache is read once, where it is, as a decode kernel reads it (joining the new key to it would
-    copy it all on every step): the new token's score is set beside the cached ones, the softmax
+    cache is read where it is, not copied (joining the new key to it with ``torch.cat`` would copy
+    it all on every step): the new token's score is set beside the cached ones, the softmax
     taken over both, and the new value weighted in apart, all in float32 at least. Query head i
     reads key and value head i // (heads / kv_heads). The products are summed as reductions, not
     matrix products: compiled, they are Inductor's kernels, which ``breakdown`` counts with the
