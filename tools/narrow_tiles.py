@@ -210,28 +210,15 @@ def launch_narrow(ops, out, precise: bool, stages: int = 6, group_m: int = 8, nu
 
 
 def compile_only():
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
     from fp8_tutorial.measure import compiled
 
-    names = {"a_desc": "a", "bb_desc": "bb", "bs_desc": "bs", "cb_desc": "cb", "cs_desc": "cs"}
+    descriptors = {f"{n}_desc": block for n, block in blocks().items()}
+    scalars = dict(scale_a_ptr="*fp32", scale_b_ptr="*fp32", M="i32", N="i32", K="i32", TILES="i32")
     for precise in (False, True):
         for row in (False, True):
             for stages in (5, 6, 7):
-                sig = {}
-                for arg, n in names.items():
-                    shape, ty = blocks()[n]
-                    t = "fp8e4nv" if ty == gl.float8e4nv else "bf16"
-                    sig[arg] = (f"tensordesc<{t}[{shape[0]}, {shape[1]}],"
-                                f"{gl.NVMMASharedLayout.get_default_for(shape, ty)!r}>")
-                sig.update(scale_a_ptr="*fp32", scale_b_ptr="*fp32", M="i32", N="i32", K="i32", TILES="i32")
                 values = dict(GROUP_M=8, STAGES=stages, ROW_A=row, ROW_B=row, PRECISE=precise, num_warps=4)
-                sig.update({n: "constexpr" for n in values})
-                src = GluonASTSource(fn=narrow_kernel, signature=sig, constexprs=values,
-                                     attrs={(i,): [["tt.divisibility", 16]] for i, n in
-                                            enumerate(narrow_kernel.arg_names) if n.endswith("_ptr")})
-                k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": 168})
+                k = compiled.compile_gluon(narrow_kernel, descriptors, scalars, values, num_warps=4, maxnreg=168)
                 r = compiled.ptxas_report(k)
                 print(f"{'precise' if precise else 'fast'}, {'row' if row else 'tensor'}, {stages} stages: shared "
                       f"{k.metadata.shared // 1024} KiB, {compiled.summary(k)['setmaxnreg_to']}, registers "

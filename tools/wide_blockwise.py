@@ -209,28 +209,15 @@ def launch_wide(a, b, scale_a, scale_b, out, stages=3, group_m=8, regs=232, num_
 
 
 def compile_only():
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
     from fp8_tutorial.measure import compiled
 
-    names = {"a_desc": "a", "bb_desc": "bb", "bs_desc": "bs", "cb_desc": "cb", "cs_desc": "cs"}
+    descriptors = {f"{n}_desc": block for n, block in layouts().items()}
+    scalars = dict(sa_ptr="*fp32", sb_ptr="*fp32", M="i32", N="i32", K="i32", TILES="i32", stride_sam="i32",
+                   stride_sak="i32", stride_sbk="i32", stride_sbn="i32")
     for stages in (3, 4):
         for regs in (224, 232):
-            sig = {}
-            for arg, n in names.items():
-                shape, ty = layouts()[n]
-                t = "fp8e4nv" if ty == gl.float8e4nv else "bf16"
-                sig[arg] = (f"tensordesc<{t}[{shape[0]}, {shape[1]}],"
-                            f"{gl.NVMMASharedLayout.get_default_for(shape, ty)!r}>")
-            sig.update(sa_ptr="*fp32", sb_ptr="*fp32", M="i32", N="i32", K="i32", TILES="i32", stride_sam="i32",
-                       stride_sak="i32", stride_sbk="i32", stride_sbn="i32")
             values = dict(GROUP_M=8, STAGES=stages, REGS=regs, num_warps=4)
-            sig.update({n: "constexpr" for n in values})
-            src = GluonASTSource(fn=wide_blockwise_kernel, signature=sig, constexprs=values,
-                                 attrs={(i,): [["tt.divisibility", 16]] for i, n in
-                                        enumerate(wide_blockwise_kernel.arg_names) if n.endswith("_ptr")})
-            k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": 168})
+            k = compiled.compile_gluon(wide_blockwise_kernel, descriptors, scalars, values, num_warps=4, maxnreg=168)
             r = compiled.ptxas_report(k)
             print(f"stages {stages} regs {regs}: shared {k.metadata.shared // 1024} KiB, "
                   f"{compiled.summary(k)['setmaxnreg_to']}, registers {r.registers}, spills "

@@ -62,13 +62,33 @@ def compile_for(kernel, constexprs: dict, *, num_warps: int, num_stages: int, po
                           options={"num_warps": num_warps, "num_stages": num_stages})
 
 
+def compile_gluon(kernel, descriptors: dict, scalars: dict, constexprs: dict, *, num_warps: int, maxnreg: int,
+                  capability: int = 90):
+    """Compile a Gluon kernel without a GPU: ``descriptors`` (argument name -> (block shape, Gluon
+    dtype)) as host-side TMA descriptors in the NVMMA shared layout of their block, ``scalars``
+    (argument name -> Triton type, "*fp32", "i32", ...), ``constexprs`` (name -> value); pointer
+    arguments (names ending in ``_ptr``) 16-byte aligned."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    names = {gl.float8e4nv: "fp8e4nv", gl.bfloat16: "bf16", gl.float16: "fp16", gl.float32: "fp32"}
+    signature = {name: f"tensordesc<{names[dtype]}[{shape[0]}, {shape[1]}],"
+                       f"{gl.NVMMASharedLayout.get_default_for(shape, dtype)!r}>"
+                 for name, (shape, dtype) in descriptors.items()}
+    signature.update(scalars)
+    signature.update({name: "constexpr" for name in constexprs})
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names) if name.endswith("_ptr")}
+    source = GluonASTSource(fn=kernel, signature=signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", capability, 32),
+                          options={"num_warps": num_warps, "maxnreg": maxnreg})
+
+
 def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "bf16", capability: int = 90):
     """Compile one of the Gluon kernels (``ws_gluon.GLUON_CONFIGS``: tile sizes, GROUP_M,
     warps, ring depth) for fp8 e4m3 operands, host-side descriptors and an output of dtype ``out``
     ("bf16", "fp16" or "fp32"), with ``flags`` (ROW_A, ROW_B, PRECISE)."""
-    from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon._runtime import GluonASTSource
 
     from ..kernels.ws_gluon import gluon_blocks, gluon_refuses
 
@@ -78,22 +98,15 @@ def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "
     k = config.kwargs
     out_ty = {"bf16": gl.bfloat16, "fp16": gl.float16, "fp32": gl.float32}[out]
     a_block, b_block, c_block = gluon_blocks(config)
-    blocks = {"a_desc": ("fp8e4nv", a_block, gl.float8e4nv), "b_desc": ("fp8e4nv", b_block, gl.float8e4nv),
-              "c_desc": (out, c_block, out_ty)}
-    signature = {name: f"tensordesc<{ty}[{shape[0]}, {shape[1]}],"
-                       f"{gl.NVMMASharedLayout.get_default_for(shape, dtype)!r}>"
-                 for name, (ty, shape, dtype) in blocks.items()}
-    signature.update(scale_a_ptr="*fp32", scale_b_ptr="*fp32", partials_ptr="*fp32", arrivals_ptr="*i32",
-                     M="i32", N="i32", K="i32", WHOLE_TILES="i32", PIECES="i32")
+    descriptors = {"a_desc": (a_block, gl.float8e4nv), "b_desc": (b_block, gl.float8e4nv), "c_desc": (c_block, out_ty)}
+    scalars = dict(scale_a_ptr="*fp32", scale_b_ptr="*fp32", partials_ptr="*fp32", arrivals_ptr="*i32",
+                   M="i32", N="i32", K="i32", WHOLE_TILES="i32", PIECES="i32")
     if k["KIND"].startswith("blockwise"):  # the block scales' strides, and the epilogue's ones
-        signature.update(stride_sam="i32", stride_sak="i32", stride_sbk="i32", stride_sbn="i32", ones_ptr="*fp32")
+        scalars.update(stride_sam="i32", stride_sak="i32", stride_sbk="i32", stride_sbn="i32", ones_ptr="*fp32")
     values = dict(GROUP_M=k["GROUP_M"], STAGES=config.num_stages, **flags, SPLIT=k["SPLIT"],
                   num_warps=config.num_warps, PROMOTE=k["PROMOTE"])
-    signature.update({name: "constexpr" for name in values})
-    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names) if name.endswith("_ptr")}
-    source = GluonASTSource(fn=kernel, signature=signature, constexprs=values, attrs=attrs)
-    return triton.compile(source, target=GPUTarget("cuda", capability, 32),
-                          options={"num_warps": config.num_warps, "maxnreg": maxnreg})
+    return compile_gluon(kernel, descriptors, scalars, values, num_warps=config.num_warps, maxnreg=maxnreg,
+                         capability=capability)
 
 
 def summary(k) -> dict:
