@@ -32,8 +32,8 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 
-from fp8_tutorial.kernels.ws_gluon import (accumulator_layout, program_work, store_tile, tile_scales, unit_origin,
-                                           work_unit)
+from fp8_tutorial.kernels.ws_gluon import (accumulator_layout, allocate_ring, program_work, store_tile, tile_scales,
+                                           unit_origin, work_unit)
 
 SUB_M = gl.constexpr(64)  # rows of a consumer group
 GROUPS = gl.constexpr(2)  # consumer groups in a tile
@@ -164,14 +164,9 @@ def narrow_kernel(a_desc, bb_desc, bs_desc, cb_desc, cs_desc, scale_a_ptr, scale
                   PRECISE: gl.constexpr, num_warps: gl.constexpr):
     """C = scale(A @ W^T), 128 x 96 tiles (two consumer groups of 64 rows, the producer warp),
     persistent over TILES tiles."""
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * GROUPS] + a_desc.block_type.shape, a_desc.layout)
-    bb_bufs = gl.allocate_shared_memory(bb_desc.dtype, [STAGES] + bb_desc.block_type.shape, bb_desc.layout)
+    # the paired kernel's ring, with W's 64-row block for its W, and the 32-row one beside it
+    a_bufs, bb_bufs, ready, empty = allocate_ring(a_desc, bb_desc, STAGES, GROUPS)
     bs_bufs = gl.allocate_shared_memory(bs_desc.dtype, [STAGES] + bs_desc.block_type.shape, bs_desc.layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=GROUPS)
     cb_bufs = gl.allocate_shared_memory(cb_desc.dtype, [GROUPS] + cb_desc.block_type.shape, cb_desc.layout)
     cs_bufs = gl.allocate_shared_memory(cs_desc.dtype, [GROUPS] + cs_desc.block_type.shape, cs_desc.layout)
     gl.warp_specialize([
