@@ -33,12 +33,6 @@ def host_us(fn, calls=100, rounds=7):
     return api_benchmark({"fn": fn}, calls=calls, rounds=rounds)["fn"].host_us
 
 
-def graph_of(fn):
-    """``fn`` captured in a CUDA graph (after warm-up on a side stream), and its replay
-    (``measure.model.graphed``)."""
-    return graphed(fn, ())
-
-
 def descriptor_costs(p):
     """Microseconds per call of each way to describe A, W and C to TMA: Gluon's host-side
     ``TensorDescriptor.from_tensor`` (with layouts made each call, or once), what Triton's launcher
@@ -112,11 +106,11 @@ def main(argv):
         launcher = {"gluon": ws_gluon.launch_gluon}.get(plan.kernel)
         fixed = C.fixed_launch(launcher, p, config=plan.config) if launcher else api
         out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
-        replay = graph_of(lambda: fp8.scaled_mm(p.a, p.b, p.scale_a, p.scale_b, out=out))
+        replay = graphed(lambda: fp8.scaled_mm(p.a, p.b, p.scale_a, p.scale_b, out=out), ())
         replay()
         assert fp8.rel_error(out, p.reference) < 1e-2
         cublas = C.REGISTRY[f"cublas/{recipe}/fast"].build(p)
-        cublas_replay = graph_of(cublas)
+        cublas_replay = graphed(cublas, ())
         t = {name: triton.testing.do_bench(fn, warmup=25, rep=200) * 1e3
              for name, fn in [("api", api), ("fixed", fixed), ("graph", replay), ("cublas", cublas),
                               ("cublas graph", cublas_replay)]}

@@ -24,7 +24,6 @@ import copy
 import sys
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 import fp8_tutorial as fp8
 from fp8_tutorial import nn as fnn
@@ -36,17 +35,11 @@ PREFILL = [1024, 16384]
 
 
 def kernels(fn, args, calls=20, top=14):
-    """The ``top`` kernels of ``fn(*args)`` by GPU time per call, with their kind (``model.kind_of``)."""
+    """The ``top`` kernels of ``fn(*args)`` by GPU time per call (``model.kernel_times``, after three
+    calls unprofiled), with their kind (``model.kind_of``)."""
     for _ in range(3):
         fn(*args)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn(*args)
-        torch.cuda.synchronize()
-    rows = [(e.self_device_time_total / calls, e.count // calls, e.key) for e in prof.key_averages()
-            if e.device_type == torch.autograd.DeviceType.CUDA and e.self_device_time_total > 0]
-    rows.sort(reverse=True)
+    rows = model.kernel_times(lambda: fn(*args), calls)
     total = sum(r[0] for r in rows)
     print(f"    GPU time per call {total:.1f} us")
     for us, count, key in rows[:top]:

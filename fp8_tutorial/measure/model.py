@@ -480,14 +480,28 @@ def kind_of(kernel: str) -> str:
     return "rest"
 
 
+def kernel_times(run, calls: int = 20) -> list[tuple[float, int, str]]:
+    """The GPU kernels of ``run()`` (a function of no arguments, a CUDA graph's replay or a layer's
+    call), from ``torch.profiler`` over ``calls`` calls: (microseconds per call, launches per
+    call, name) for each kernel, the longest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            run()
+        torch.cuda.synchronize()
+    return sorted(((e.self_device_time_total / calls, e.count // calls, e.key) for e in prof.key_averages()
+                   if e.device_type == torch.autograd.DeviceType.CUDA and e.self_device_time_total > 0),
+                  reverse=True)
+
+
 def breakdown(shape: LlamaShape = LLAMA3_8B, tokens=((("decode", 16), ("prefill", 4096))), names=None,
               calls: int = 20, prepared: dict | None = None) -> list[dict]:
     """Where each compiled layer's GPU time goes, from ``torch.profiler``: the kernels' time per
     call, replayed from the layer's CUDA graph (``graphed``), summed by ``kind_of``, one record per
     (phase, M, layer, kind), with the kernels' names; a layer that cuBLAS refuses at that M
     (``refusals``) has none. ``prepared`` as ``measure`` takes it."""
-    from torch.profiler import ProfilerActivity, profile
-
     from .bench import require_gpu
 
     require_gpu("profiling a model's layer")
@@ -501,20 +515,11 @@ def breakdown(shape: LlamaShape = LLAMA3_8B, tokens=((("decode", 16), ("prefill"
             for n, (_, fn) in prepared.items():
                 if n in refused:
                     continue
-                run = graphed(fn, args)
-                torch.cuda.synchronize()
-                with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                    for _ in range(calls):
-                        run()
-                    torch.cuda.synchronize()
-                del run
                 kinds: dict[str, dict] = {}
-                for e in prof.key_averages():
-                    if e.device_type != torch.autograd.DeviceType.CUDA or e.self_device_time_total <= 0:
-                        continue
-                    k = kinds.setdefault(kind_of(e.key), dict(us=0.0, kernels=[]))
-                    k["us"] += e.self_device_time_total / calls
-                    k["kernels"].append(e.key)
+                for us, _, key in kernel_times(graphed(fn, args), calls):
+                    k = kinds.setdefault(kind_of(key), dict(us=0.0, kernels=[]))
+                    k["us"] += us
+                    k["kernels"].append(key)
                 if not kinds:
                     raise RuntimeError(f"the profiler saw no kernel of {n} ({phase}, M = {M})")
                 for kind, k in kinds.items():
