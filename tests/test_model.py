@@ -21,13 +21,16 @@ def _layer(seed=0, dtype=torch.float64):
 
 
 def _cache(layer, x, cos, sin):
-    """The keys and values that ``layer``'s attention computes for hidden states ``x`` (B, L, H)."""
+    """The keys and values that ``layer``'s attention computes for hidden states ``x`` (B, L, H), and
+    a slot after them for the next token's, filled with NaN: decoding must write it before reading."""
     s, attn = S, layer.self_attn
     B, L, _ = x.shape
     _, k, v = attn.qkv_proj(layer.input_layernorm(x)).split([s.heads * s.head_dim, s.kv_heads * s.head_dim,
                                                              s.kv_heads * s.head_dim], -1)
     k = model._rotate(k.view(B, L, s.kv_heads, s.head_dim).transpose(1, 2), cos, sin)
-    return k, v.view(B, L, s.kv_heads, s.head_dim).transpose(1, 2)
+    v = v.view(B, L, s.kv_heads, s.head_dim).transpose(1, 2)
+    free = torch.full((B, s.kv_heads, 1, s.head_dim), float("nan"), dtype=x.dtype)
+    return torch.cat([k, free], 2), torch.cat([v, free], 2)
 
 
 def test_projection_shapes_are_llama3_8b():
@@ -90,7 +93,7 @@ def test_inputs_of_each_phase():
     assert p.x.dtype == torch.bfloat16 and len(p.args()) == 3
     d = model.make_inputs(S, "decode", 5, context=32)
     assert d.x.shape == (5, 1, S.hidden) and d.cos.shape == (1, S.head_dim)
-    assert [t.shape for t in d.past] == [(5, S.kv_heads, 32, S.head_dim)] * 2 and len(d.args()) == 4
+    assert [t.shape for t in d.past] == [(5, S.kv_heads, 33, S.head_dim)] * 2 and len(d.args()) == 4
     loud = model.make_inputs(S, "decode", 64, outliers=True).x.float()
     channels = loud.abs().amax(dim=(0, 1))
     assert (channels > 50 * channels.median()).sum() == S.hidden // 200 or S.hidden < 200

@@ -610,9 +610,12 @@ class Direct:
         ptr = base.data_ptr()
         found = kept.get(ptr)
         if found is None:
+            found = self._make(Box(base, *self._descriptors[i]), self._metas[i])
+            if any(isinstance(x, torch.Tensor) for x in found):
+                return found  # no tensor map, the tensor itself: keeping it would keep the tensor alive
             if len(kept) >= self._KEPT:
                 kept.clear()
-            found = kept[ptr] = self._make(Box(base, *self._descriptors[i]), self._metas[i])
+            kept[ptr] = found
         return found
 
     def __call__(self, grid: tuple, args: list) -> None:

@@ -110,21 +110,18 @@ class Attention(torch.nn.Module):
 
 def _decode_attention(q, k, v, past):
     """One new token per sequence (``q``, ``k``, ``v``: (B, heads or kv_heads, 1, head_dim)) attends
-    to its cache (``past``: keys and values, (B, kv_heads, context, head_dim)) and to itself. The
-    cache is read where it is, not copied (joining the new key to it with ``torch.cat`` would copy
-    it all on every step): the new token's score is set beside the cached ones, the softmax
-    taken over both, and the new value weighted in apart, all in float32 at least. Query head i
-    reads key and value head i // (heads / kv_heads). The products are summed as reductions, not
-    matrix products: compiled, they are Inductor's kernels, which ``breakdown`` counts with the
-    rest of the layer, where cuBLAS's batched GEMMs would be taken for the projections'."""
-    B, kv_heads, context, d = past[0].shape
-    wide = torch.promote_types(q.dtype, torch.float32)
-    qg = q.reshape(B, kv_heads, -1, 1, d).to(wide)  # the query heads of each key and value head
-    cached = (qg * past[0][:, :, None]).sum(-1)  # (B, kv_heads, group, context)
-    own = (qg * k[:, :, None]).sum(-1)  # (B, kv_heads, group, 1)
-    p = (torch.cat([cached, own], dim=-1) * d ** -0.5).softmax(-1)
-    o = (p[..., :context, None] * past[1][:, :, None]).sum(-2) + p[..., context:] * v.to(wide)
-    return o.reshape(q.shape).to(q.dtype)
+    to its cache and to itself. ``past`` is each sequence's cache, keys and values, (B, kv_heads,
+    context + 1, head_dim): the cached tokens, then a free slot, where the new key and value are
+    written in place, as an inference engine writes its cache, before attention reads it all. The
+    query heads that share a key and value head (head i reads head i // (heads / kv_heads)) go to
+    ``scaled_dot_product_attention`` as that head's queries, so the cache is read once per key and
+    value head, by one attention kernel (on the H200, FlashAttention's), not copied per query
+    head."""
+    B, kv_heads, slots, d = past[0].shape
+    past[0][:, :, slots - 1:].copy_(k)
+    past[1][:, :, slots - 1:].copy_(v)
+    o = F.scaled_dot_product_attention(q.reshape(B, kv_heads, -1, d), past[0], past[1])
+    return o.reshape(q.shape)
 
 
 class MLP(torch.nn.Module):
@@ -143,7 +140,8 @@ class MLP(torch.nn.Module):
 class DecoderLayer(torch.nn.Module):
     """One Llama decoder layer: ``h = x + attn(norm(x))``, ``out = h + mlp(norm(h))``. ``forward``
     takes hidden states (batch, sequence, hidden), the rotary tables of their positions and, to
-    decode, ``past``: each sequence's cached keys and values, (batch, kv_heads, context, head_dim)."""
+    decode, ``past``: each sequence's cached keys and values, (batch, kv_heads, context + 1, head_dim),
+    the last slot free for the new token's (``_decode_attention``)."""
 
     def __init__(self, s: LlamaShape = LLAMA3_8B):
         super().__init__()
@@ -260,7 +258,7 @@ def make_inputs(shape: LlamaShape, phase: str, tokens: int, *, seq: int = SEQ, c
         batch, length, positions, past = tokens // seq, seq, torch.arange(seq), None
     elif phase == "decode":
         batch, length, positions = tokens, 1, torch.tensor([context])
-        cache = (tokens, shape.kv_heads, context, shape.head_dim)
+        cache = (tokens, shape.kv_heads, context + 1, shape.head_dim)  # and a slot for the new token
         past = tuple(torch.randn(cache, generator=g).to(device, torch.bfloat16) for _ in range(2))
     else:
         raise ValueError(f"phase is 'prefill' or 'decode', got {phase!r}")
