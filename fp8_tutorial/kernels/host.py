@@ -447,7 +447,7 @@ class PlanWorkspace:
     when the current stream has changed or a workspace was replaced or forgotten since (what the
     lookup costs, a few microseconds of a call's host time, is then paid once). What it keeps is
     one tuple, replaced whole, so that threads calling the plan on their own streams never pair one
-    stream with another's workspace; a workspace made for one capture is not kept."""
+    stream with another's workspace; a workspace made for one capture is not kept (nor held)."""
 
     __slots__ = ("device", "sizes", "kept")
 
@@ -460,8 +460,9 @@ class PlanWorkspace:
         kept = self.kept
         if kept[0] != stream or kept[1] != _changes[0]:
             partials, arrivals, lasting = _lookup(self.device, *self.sizes)
-            kept = (stream, _changes[0] if lasting else -1, (partials, arrivals))
-            self.kept = kept
+            if not lasting:  # a capture's own: held here, it would outlive the graph's tensors
+                return partials, arrivals
+            kept = self.kept = (stream, _changes[0], (partials, arrivals))
         return kept[2]
 
 

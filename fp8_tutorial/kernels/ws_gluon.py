@@ -75,7 +75,7 @@ from .common import apply_scales, grouped_tile, load_scales
 from .compat import DIRECT_LAUNCH, cta_barrier
 from .host import (Direct, Launch, Operands, PlanWorkspace, capability, check_config, describe_config,
                    epilogue_scales_only, fastest, fit_stages, pipeline_smem, programs, SMEM_PER_PROGRAM_MAX, tile_count,
-                   workspace)
+                   workspace, _kept)
 from .persistent import check_plan, cached_split_plan, split_unit
 from .tma import tma_takes
 from .ws import WS_KEYS
@@ -979,10 +979,12 @@ _ONES: dict[torch.device, torch.Tensor] = {}
 
 def _block_arguments(ops: Operands) -> dict:
     """What the blockwise kernel takes beyond the others' parameters: the scales' strides, and a
-    float32 1.0 (kept per device) for the epilogue, whose scales are ones."""
+    float32 1.0 (kept per device) for the epilogue, whose scales are ones. The 1.0 outlives the
+    call that makes it, so it is allocated outside any CUDA graph's memory pool (``host._kept``):
+    a first call under ``torch.compile``'s "reduce-overhead" runs while its graph is warmed up."""
     device = ops.a.device
     if device not in _ONES:
-        _ONES[device] = torch.ones(1, dtype=torch.float32, device=device)
+        _ONES[device] = _kept(device, lambda: torch.ones(1, dtype=torch.float32, device=device))
     (sam, sak), (sbk, sbn) = ops.scale_a.stride(), ops.scale_b.stride()
     return dict(stride_sam=sam, stride_sak=sak, stride_sbk=sbk, stride_sbn=sbn, ones_ptr=_ONES[device])
 
