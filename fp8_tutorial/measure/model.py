@@ -115,8 +115,7 @@ def _decode_attention(q, k, v, past):
     written in place, as an inference engine writes its cache, before attention reads it all. The
     query heads that share a key and value head (head i reads head i // (heads / kv_heads)) go to
     ``scaled_dot_product_attention`` as that head's queries, so the cache is read once per key and
-    value head, by one attention kernel (on the H200, FlashAttention's), not copied per query
-    head."""
+    value head, by the one attention kernel that PyTorch picks, not copied per query head."""
     B, kv_heads, slots, d = past[0].shape
     past[0][:, :, slots - 1:].copy_(k)
     past[1][:, :, slots - 1:].copy_(v)
