@@ -15,6 +15,11 @@ output poisoned first and checked against float64 on 512 of its rows.
 
 Saves ``results/llama_gemms_<gpu>.json`` after each cell: per configuration its time and ratio to
 cuBLAS, and whether ``scaled_mm`` times it (a candidate).
+
+On the H200 (``results/llama_gemms_h200.json``, M = 16384 only, 0 failed checks): cuBLAS at 1468
+to 1554 TFLOP/s; ``scaled_mm`` 0.962x (qkv_proj), 0.970x (o_proj), 0.981x (gate_up_proj) and
+0.988x (down_proj), each within 1% of the best of 20 or 21 configurations (ping-pong 128 x 128
+tiles on the first three, the stacked 192 x 128 on down_proj, its own choice there at 1.008x).
 """
 import sys
 
