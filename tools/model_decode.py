@@ -21,13 +21,13 @@ before it (``fuse_quantization``), as the torch route's layer does. This prints:
     python3 tools/model_decode.py [M ...]      # decode M; default: 1 16 32 64
 
 On the H200 (2026-12-05, the attention over a cache with a free slot; log only, no results file),
-time per layer call in us, fused quantization (the default) against the quantization kernel
-("kernel q."): per row, decode M = 1, 16, 64: 126 / 126, 121 / 122, 185 / 187; prefill 1024 and
-16384: 446 / 433, 6744 / 6808. Block-wise: decode 127 / 124, 127 / 125, 198 / 195; prefill 529 /
-522, 8447 / 8365: the kernel was the faster on all five block-wise cells, by 1 to 2.4%, and on one
-of five per row (prefill 1024, by 2.9%). bf16 154, 160, 221, 710, 11537; the torch route 165, 148, 203, 477, 6848 per row
-and -, 141, 215, 530, 8268 block-wise. At decode M = 64 the bf16 layer's kernels took 228 us a
-call, cuDNN's attention kernel 77 of them, its four GEMMs 136.
+time per layer call in us, fused quantization (the default) against the quantization kernel ("kernel
+q."): per row, decode M = 1, 16, 64: 126 / 126, 121 / 122, 185 / 187; prefill 1024 and 16384: 446 /
+433, 6744 / 6808. Block-wise: decode 127 / 124, 127 / 125, 198 / 195; prefill 529 / 522, 8447 /
+8365: the kernel was the faster on all five block-wise cells, by 1 to 2.4%, and on one of five per
+row (prefill 1024, by 2.9%). bf16 154, 160, 221, 710, 11537; the torch route 165, 148, 203, 477,
+6848 per row and -, 141, 215, 530, 8268 block-wise. At decode M = 64 the bf16 layer's kernels took
+228 us a call, cuDNN's attention kernel 77 of them, its four GEMMs 136.
 """
 import copy
 import sys
