@@ -813,12 +813,18 @@ GLUON_CONFIGS = [make_gluon_config("cooperative", 128, 256, 128, 3, group_m=16, 
 # hiding the promotion that were tried (tools/precise_variants.py, tools/stacked_precise.py), on the
 # H200: the paired kernel was the faster where M is 512 and on 1152 x 12288 x 3072, the stacked
 # kernel's 192-row tiles on the other reference shapes.
+# The last three hold one stage more, made room for by storing the output in column parts of 64 or
+# 32 (tools/ring_depth.py): on an H100 they were the best where M is 512 and 1152 (up to 7% ahead of
+# the 5-stage paired ones) and per tensor on 8192^3.
 GLUON_PRECISE_CONFIGS = [make_gluon_config("paired", 128, 128, 128, 5),
                          make_gluon_config("paired", 128, 128, 128, 5, group_m=16),
                          make_gluon_config("paired", 128, 128, 128, 5, group_m=16, split=True),
                          make_gluon_config("stacked", 192, 128, 128, 4),
                          make_gluon_config("stacked", 192, 128, 128, 4, group_m=16),
-                         make_gluon_config("stacked", 192, 128, 128, 4, group_m=16, split=True)]
+                         make_gluon_config("stacked", 192, 128, 128, 4, group_m=16, split=True),
+                         make_gluon_config("paired", 128, 128, 128, 6, store_n=64),
+                         make_gluon_config("paired", 128, 128, 128, 6, group_m=16, store_n=64),
+                         make_gluon_config("stacked", 192, 128, 128, 5, store_n=32)]
 # Block-wise scales (1 x 128 groups of A, 128 x 128 blocks of W): the paired kernel's tile and ring,
 # each K block promoted with its scales (``gluon_blockwise_kernel``).
 GLUON_BLOCK_CONFIGS = [make_gluon_config("blockwise", 128, 128, 128, 5),
