@@ -33,11 +33,14 @@ from fp8_tutorial.checks import rel_error, tolerance
 from fp8_tutorial.gemm import check_operands
 from fp8_tutorial.kernels import ws_gluon as W
 from fp8_tutorial.kernels.ablation import _rebound
+from fp8_tutorial.kernels.ws_gluon import block_scales, blockwise_issue, blockwise_promote
+from triton.experimental.gluon.language.nvidia.ampere import async_copy
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma_wait
 from fp8_tutorial.measure import bench, results
 from fp8_tutorial.measure.contenders import REGISTRY, make_problem
 
 CELLS = [(4608, 12288, 3072), (4096, 16384, 7168), (8192, 7168, 4096), (16384, 14336, 4096), (16384, 4096, 28672),
-         (1024, 1536, 24576)]
+         (1024, 1536, 24576), (1000, 7168, 2048), (129, 1536, 24576), (77, 7168, 4096)]
 
 
 @gluon.jit
@@ -46,15 +49,544 @@ def ones_for_scales(sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, str
     return gl.full(rows.shape, 1.0, gl.float32, layout=rows.type.layout), 1.0
 
 
-def _without_scale_loads():
-    names = dict(vars(W), block_scales=ones_for_scales)
+@gluon.jit
+def blockwise_tile_lead4(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
+                         stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """``ws_gluon.blockwise_tile`` with each step's scales loaded four steps ahead (two pairs of
+    registers in a queue) in place of two."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
+    nb = off_n // acc.type.shape[1]
+    last = k_first + k_steps - 1
+    sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
+    sa1, sb1 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    sa2, sb2 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 2, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    sa3, sb3 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 3, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = blockwise_promote(empty, acc0, total, it + kk, sa0, sb0, STAGES)
+        sa0, sb0 = sa2, sb2
+        sa2, sb2 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + kk + 4, last), nb, M, stride_sam,
+                                stride_sak, stride_sbk, stride_sbn)
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        total = blockwise_promote(empty, acc1, total, it + kk + 1, sa1, sb1, STAGES)
+        sa1, sb1 = sa3, sb3
+        sa3, sb3 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + kk + 5, last), nb, M, stride_sam,
+                                stride_sak, stride_sbk, stride_sbn)
+    if k_steps % 2 == 0:
+        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
+        done0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = blockwise_promote(empty, done0, total, it + k_steps - 2, sa0, sb0, STAGES)
+        done1 = warpgroup_mma_wait(0, deps=(next1,))
+        total = blockwise_promote(empty, done1, total, it + k_steps - 1, sa1, sb1, STAGES)
+    else:
+        done0 = warpgroup_mma_wait(0, deps=(acc0,))
+        total = blockwise_promote(empty, done0, total, it + k_steps - 1, sa0, sb0, STAGES)
+    return total, it + k_steps
+
+
+@gluon.jit
+def blockwise_tile_lead6(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
+                         stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """``ws_gluon.blockwise_tile`` with each step's scales loaded six steps ahead."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
+    nb = off_n // acc.type.shape[1]
+    last = k_first + k_steps - 1
+    sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
+    sa1, sb1 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    sa2, sb2 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 2, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    sa3, sb3 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 3, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    sa4, sb4 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 4, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    sa5, sb5 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 5, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = blockwise_promote(empty, acc0, total, it + kk, sa0, sb0, STAGES)
+        sa0, sb0 = sa2, sb2
+        sa2, sb2 = sa4, sb4
+        sa4, sb4 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + kk + 6, last), nb, M, stride_sam,
+                                stride_sak, stride_sbk, stride_sbn)
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        total = blockwise_promote(empty, acc1, total, it + kk + 1, sa1, sb1, STAGES)
+        sa1, sb1 = sa3, sb3
+        sa3, sb3 = sa5, sb5
+        sa5, sb5 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + kk + 7, last), nb, M, stride_sam,
+                                stride_sak, stride_sbk, stride_sbn)
+    if k_steps % 2 == 0:
+        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
+        done0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = blockwise_promote(empty, done0, total, it + k_steps - 2, sa0, sb0, STAGES)
+        done1 = warpgroup_mma_wait(0, deps=(next1,))
+        total = blockwise_promote(empty, done1, total, it + k_steps - 1, sa1, sb1, STAGES)
+    else:
+        done0 = warpgroup_mma_wait(0, deps=(acc0,))
+        total = blockwise_promote(empty, done0, total, it + k_steps - 1, sa0, sb0, STAGES)
+    return total, it + k_steps
+
+
+@gluon.jit
+def block_scales_per_thread(sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn):
+    """``ws_gluon.block_scales`` with W's block scale loaded by every thread into its own registers,
+    in the rows' layout: ``rows // (M + 64)`` is 0 (a group's rows end before M + 64), but the
+    compiler cannot know it, so the value is not moved into a uniform register, which waits for the
+    load."""
+    sa = gl.load(sa_ptr + rows * stride_sam + kb * stride_sak, mask=rows < M, other=0.0)
+    return sa, gl.load(sb_ptr + kb * stride_sbk + nb * stride_sbn + rows // (M + 64))
+
+
+STAGED_REGISTERS = gl.constexpr([240, 32])  # the whole register file: 2 x 128 x 240 + 128 x 32
+SCALE_SLOTS = gl.constexpr(4)  # scale slots a consumer group cycles through (copies run two steps ahead)
+
+
+@gluon.jit
+def copy_block_scales(sa_bufs, sb_bufs, slot, sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, stride_sbk,
+                      stride_sbn):
+    """Start copying K block ``kb``'s scales into scale slot ``slot`` with ``cp.async``, which
+    writes no register (nothing is left pending in the threads when the next ``wgmma`` is issued):
+    A's for the group's rows, W's for block ``nb`` once for each row. Each thread copies the values
+    it will read (the rows' layout), so its own ``wait_group`` is all a read waits for; one commit
+    group a K step."""
+    async_copy.async_copy_global_to_shared(sa_bufs.index(slot), sa_ptr + rows * stride_sam + kb * stride_sak,
+                                           mask=rows < M)
+    async_copy.async_copy_global_to_shared(sb_bufs.index(slot), sb_ptr + kb * stride_sbk + nb * stride_sbn + rows * 0)
+    async_copy.commit_group()
+
+
+@gluon.jit
+def slot_promote(empty, acc, total, r, sa_bufs, sb_bufs, slot, PENDING: gl.constexpr, STAGES: gl.constexpr):
+    """``ws_gluon.blockwise_promote`` with the scales read from scale slot ``slot`` once at most
+    PENDING later copies are in flight."""
+    async_copy.wait_group(PENDING)
+    mbarrier.arrive(empty.index(r % STAGES))
+    layout: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
+    sa = sa_bufs.index(slot).load(layout)
+    sb = sb_bufs.index(slot).load(layout)
+    return gl.fma(acc, (sa * sb)[:, None], total)
+
+
+@gluon.jit
+def slotted_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_bufs, sb_bufs, base, sa_ptr, sb_ptr,
+                 off_m, off_n, M, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr,
+                 GROUPS: gl.constexpr):
+    """``ws_gluon.blockwise_tile`` with the scales copied to shared memory two steps ahead
+    (``copy_block_scales``; ring step r's in slot ``base + r % SCALE_SLOTS``) and read from there
+    at each promotion."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
+    nb = off_n // acc.type.shape[1]
+    last = k_first + k_steps - 1
+    copy_block_scales(sa_bufs, sb_bufs, base + it % SCALE_SLOTS, sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam,
+                      stride_sak, stride_sbk, stride_sbn)
+    copy_block_scales(sa_bufs, sb_bufs, base + (it + 1) % SCALE_SLOTS, sa_ptr, sb_ptr, rows,
+                      gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = slot_promote(empty, acc0, total, it + kk, sa_bufs, sb_bufs, base + (it + kk) % SCALE_SLOTS, 1,
+                             STAGES)
+        copy_block_scales(sa_bufs, sb_bufs, base + (it + kk + 2) % SCALE_SLOTS, sa_ptr, sb_ptr, rows,
+                          k_first + kk + 2, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        total = slot_promote(empty, acc1, total, it + kk + 1, sa_bufs, sb_bufs, base + (it + kk + 1) % SCALE_SLOTS,
+                             1, STAGES)
+        copy_block_scales(sa_bufs, sb_bufs, base + (it + kk + 3) % SCALE_SLOTS, sa_ptr, sb_ptr, rows,
+                          gl.minimum(k_first + kk + 3, last), nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
+    if k_steps % 2 == 0:
+        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
+        done0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = slot_promote(empty, done0, total, it + k_steps - 2, sa_bufs, sb_bufs,
+                             base + (it + k_steps - 2) % SCALE_SLOTS, 1, STAGES)
+        done1 = warpgroup_mma_wait(0, deps=(next1,))
+        total = slot_promote(empty, done1, total, it + k_steps - 1, sa_bufs, sb_bufs,
+                             base + (it + k_steps - 1) % SCALE_SLOTS, 0, STAGES)
+    else:  # the loop (or the start) copied one step past the tile's, into the next tile's first slot:
+        # waited for here, so that it cannot land after that tile's own copy
+        done0 = warpgroup_mma_wait(0, deps=(acc0,))
+        total = slot_promote(empty, done0, total, it + k_steps - 1, sa_bufs, sb_bufs,
+                             base + (it + k_steps - 1) % SCALE_SLOTS, 0, STAGES)
+    return total, it + k_steps
+
+
+@gluon.jit
+def _slotted_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_bufs, sb_bufs, sa_ptr, sb_ptr,
+                      ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, stride_sam, stride_sak,
+                      stride_sbk, stride_sbn, GROUP_M: gl.constexpr, SPLIT: gl.constexpr, GROUP: gl.constexpr,
+                      GROUPS: gl.constexpr, num_warps: gl.constexpr):
+    """``ws_gluon._blockwise_consumer`` with ``slotted_tile`` and the group's own scale slots."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+    BUFS: gl.constexpr = W.output_buffers(c_desc.block_type.shape[1], BLOCK_N)
+    acc = gl.zeros((SUB_M, BLOCK_N), gl.float32, W.accumulator_layout(BLOCK_N, num_warps))
+    units, rest, k_steps = W.program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N,
+                                          a_desc.block_type.shape[1])
+    it = 0
+    for u in range(units):
+        tile, piece, k_first, k_last = W.work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
+        off_m, off_n = W.unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
+        acc, it = slotted_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_last - k_first, sa_bufs, sb_bufs,
+                               GROUP * SCALE_SLOTS, sa_ptr, sb_ptr, off_m, off_n, M, stride_sam, stride_sak, stride_sbk,
+                                  stride_sbn, GROUP, GROUPS)
+        W.finish_unit(acc, 1.0, 1.0, c_desc, c_bufs, partials_ptr, arrivals_ptr, ones_ptr, ones_ptr, off_m, off_n,
+                      M, N, tile, piece, WHOLE_TILES, PIECES, False, False, SPLIT, GROUP, GROUPS, GROUP * BUFS,
+                      num_warps)
+    tma.store_wait(0)
+
+
+@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
+def gluon_slotted_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
+                         WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
+                         ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
+                         num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1, stride_sam=1, stride_sak=1,
+                         stride_sbk=1, stride_sbn=1, ones_ptr=None):
+    """``ws_gluon.gluon_blockwise_kernel`` with each consumer group's scales copied to shared memory
+    ahead of their use (SCALE_SLOTS slots of 64 of A's and 64 copies of W's a group)."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    a_bufs, b_bufs, ready, empty = W.allocate_ring(a_desc, b_desc, STAGES, W.PAIRED_GROUPS)
+    c_bufs = W.allocate_outputs(c_desc, b_desc, W.PAIRED_GROUPS)
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])  # a slot: one row of SUB_M scales
+    sa_bufs = gl.allocate_shared_memory(gl.float32, [W.PAIRED_GROUPS * SCALE_SLOTS, SUB_M], flat)
+    sb_bufs = gl.allocate_shared_memory(gl.float32, [W.PAIRED_GROUPS * SCALE_SLOTS, SUB_M], flat)
+    gl.warp_specialize([
+        (_slotted_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_bufs, sb_bufs,
+                             scale_a_ptr, scale_b_ptr, ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES,
+                             PIECES, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M, SPLIT, 0,
+                             W.PAIRED_GROUPS, 4)),
+        (_slotted_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_bufs, sb_bufs,
+                             scale_a_ptr, scale_b_ptr, ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES,
+                             PIECES, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M, SPLIT, 1,
+                             W.PAIRED_GROUPS, 4)),
+        (W.load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
+                       W.PAIRED_GROUPS)),
+    ], W.PAIRED_WORKERS, W.BLOCKWISE_REGISTERS)
+
+
+@gluon.jit
+def staged_load_ring(a_desc, b_desc, a_bufs, b_bufs, scale_bufs, ready, empty, sa_ptr, sb_ptr, M, N, K, WHOLE_TILES,
+                     PIECES, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M: gl.constexpr,
+                     GROUPS: gl.constexpr):
+    """``ws_gluon.load_ring`` that also copies each K step's scales into its stage with ``cp.async``
+    (the tile's rows of A's at [0, GROUPS * SUB_M), W's block's once for each of SUB_M places after
+    them), each lane arriving on the stage's ``ready`` barrier once its copies land: the barrier
+    completes with the TMA bytes and the 32 lanes' copies."""
+    SUB_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    WIDTH: gl.constexpr = scale_bufs.type.shape[1]
+    lanes: gl.constexpr = gl.BlockedLayout([WIDTH // 32], [32], [1], [0])
+    i = gl.arange(0, WIDTH, layout=lanes)
+    units, rest, k_steps = W.program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N, BLOCK_K)
+    it = 0
+    for u in range(units):
+        tile, _, k_first, k_last = W.work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
+        off_m, off_n = W.unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, 0, GROUPS)
+        rows = off_m + i
+        is_a = i < GROUPS * SUB_M
+        a_src = sa_ptr + rows * stride_sam
+        b_src = sb_ptr + (off_n // BLOCK_N) * stride_sbn + i * 0
+        for kk in range(k_first, k_last):
+            s = it % STAGES
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            bar = ready.index(s)
+            W.load_stage(a_desc, b_desc, a_bufs, b_bufs, bar, s, off_m, off_n, kk * BLOCK_K, GROUPS)
+            src = gl.where(is_a, a_src + kk * stride_sak, b_src + kk * stride_sbk)
+            async_copy.async_copy_global_to_shared(scale_bufs.index(s), src, mask=(~is_a) | (rows < M))
+            async_copy.mbarrier_arrive(bar, increment_count=False)
+            it += 1
+
+
+@gluon.jit
+def staged_promote(empty, acc, total, r, scale_bufs, GROUP: gl.constexpr, GROUPS: gl.constexpr,
+                   STAGES: gl.constexpr):
+    """``ws_gluon.blockwise_promote`` with ring step ``r``'s scales read from its stage (before the
+    stage is handed back)."""
+    SUB_M: gl.constexpr = acc.type.shape[0]
+    layout: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
+    stage = scale_bufs.index(r % STAGES)
+    sa = stage.slice(GROUP * SUB_M, SUB_M).load(layout)
+    sb = stage.slice(GROUPS * SUB_M, SUB_M).load(layout)
+    mbarrier.arrive(empty.index(r % STAGES))
+    return gl.fma(acc, (sa * sb)[:, None], total)
+
+
+@gluon.jit
+def staged_tile(a_bufs, b_bufs, scale_bufs, ready, empty, acc, it, k_steps, GROUP: gl.constexpr,
+                GROUPS: gl.constexpr):
+    """``ws_gluon.blockwise_tile`` with each step's scales read from its stage of the ring, where
+    the producer put them (``staged_load_ring``): no global load in the consumer."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = staged_promote(empty, acc0, total, it + kk, scale_bufs, GROUP, GROUPS, STAGES)
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        total = staged_promote(empty, acc1, total, it + kk + 1, scale_bufs, GROUP, GROUPS, STAGES)
+    if k_steps % 2 == 0:
+        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
+        done0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = staged_promote(empty, done0, total, it + k_steps - 2, scale_bufs, GROUP, GROUPS, STAGES)
+        done1 = warpgroup_mma_wait(0, deps=(next1,))
+        total = staged_promote(empty, done1, total, it + k_steps - 1, scale_bufs, GROUP, GROUPS, STAGES)
+    else:
+        done0 = warpgroup_mma_wait(0, deps=(acc0,))
+        total = staged_promote(empty, done0, total, it + k_steps - 1, scale_bufs, GROUP, GROUPS, STAGES)
+    return total, it + k_steps
+
+
+@gluon.jit
+def stage_scales(scale_bufs, r, layout: gl.constexpr, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """Ring step ``r``'s scales for group GROUP's rows, multiplied (A's by W's), from its stage."""
+    SUB_M: gl.constexpr = scale_bufs.type.shape[1] // (2 * GROUPS)
+    stage = scale_bufs.index(r % scale_bufs.type.shape[0])
+    return stage.slice(GROUP * SUB_M, SUB_M).load(layout) * stage.slice(GROUPS * SUB_M, SUB_M).load(layout)
+
+
+@gluon.jit
+def early_promote(empty, acc, total, r, s, STAGES: gl.constexpr):
+    """Ring step ``r``'s sum into ``total`` times its scales ``s``, read before; its stage handed back."""
+    mbarrier.arrive(empty.index(r % STAGES))
+    return gl.fma(acc, s[:, None], total)
+
+
+@gluon.jit
+def early_tile(a_bufs, b_bufs, scale_bufs, ready, empty, acc, it, k_steps, GROUP: gl.constexpr,
+               GROUPS: gl.constexpr):
+    """``staged_tile`` with each step's scales read (and multiplied) from its stage right after the
+    next step's ``wgmma`` is issued, before the step's own is waited for."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    layout: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        s0 = stage_scales(scale_bufs, it + kk, layout, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = early_promote(empty, acc0, total, it + kk, s0, STAGES)
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        s1 = stage_scales(scale_bufs, it + kk + 1, layout, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        total = early_promote(empty, acc1, total, it + kk + 1, s1, STAGES)
+    if k_steps % 2 == 0:
+        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
+        s0 = stage_scales(scale_bufs, it + k_steps - 2, layout, GROUP, GROUPS)
+        done0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = early_promote(empty, done0, total, it + k_steps - 2, s0, STAGES)
+        s1 = stage_scales(scale_bufs, it + k_steps - 1, layout, GROUP, GROUPS)
+        done1 = warpgroup_mma_wait(0, deps=(next1,))
+        total = early_promote(empty, done1, total, it + k_steps - 1, s1, STAGES)
+    else:
+        s0 = stage_scales(scale_bufs, it + k_steps - 1, layout, GROUP, GROUPS)
+        done0 = warpgroup_mma_wait(0, deps=(acc0,))
+        total = early_promote(empty, done0, total, it + k_steps - 1, s0, STAGES)
+    return total, it + k_steps
+
+
+@gluon.jit
+def _staged_consumer(a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
+                     arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, SPLIT: gl.constexpr,
+                     GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr):
+    """``ws_gluon._blockwise_consumer`` with ``staged_tile``."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+    BUFS: gl.constexpr = W.output_buffers(c_desc.block_type.shape[1], BLOCK_N)
+    acc = gl.zeros((SUB_M, BLOCK_N), gl.float32, W.accumulator_layout(BLOCK_N, num_warps))
+    units, rest, k_steps = W.program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N,
+                                          a_desc.block_type.shape[1])
+    it = 0
+    for u in range(units):
+        tile, piece, k_first, k_last = W.work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
+        off_m, off_n = W.unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
+        acc, it = staged_tile(a_bufs, b_bufs, scale_bufs, ready, empty, acc, it, k_last - k_first, GROUP, GROUPS)
+        W.finish_unit(acc, 1.0, 1.0, c_desc, c_bufs, partials_ptr, arrivals_ptr, ones_ptr, ones_ptr, off_m, off_n,
+                      M, N, tile, piece, WHOLE_TILES, PIECES, False, False, SPLIT, GROUP, GROUPS, GROUP * BUFS,
+                      num_warps)
+    tma.store_wait(0)
+
+
+@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
+def gluon_staged_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
+                        WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
+                        ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
+                        num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1, stride_sam=1, stride_sak=1,
+                        stride_sbk=1, stride_sbn=1, ones_ptr=None):
+    """``ws_gluon.gluon_blockwise_kernel`` with the scales in the ring: the producer copies each K
+    step's into its stage beside A's and W's blocks (3 x 64 float32 a stage)."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    GROUPS: gl.constexpr = W.PAIRED_GROUPS
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * GROUPS] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    scale_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, 2 * GROUPS * SUB_M], flat)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1 + 32)  # the expect, and each producer lane's copies
+        mbarrier.init(empty.index(i), count=GROUPS)
+    c_bufs = W.allocate_outputs(c_desc, b_desc, GROUPS)
+    gl.warp_specialize([
+        (_staged_consumer, (a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
+                            arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, SPLIT, 0, GROUPS, 4)),
+        (_staged_consumer, (a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
+                            arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, SPLIT, 1, GROUPS, 4)),
+        (staged_load_ring, (a_desc, b_desc, a_bufs, b_bufs, scale_bufs, ready, empty, scale_a_ptr, scale_b_ptr, M, N, K,
+                            WHOLE_TILES, PIECES, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M, GROUPS)),
+    ], W.PAIRED_WORKERS, STAGED_REGISTERS)
+
+
+RAW_SLOTS = gl.constexpr(4)  # the producer's raw copies in flight: steps t - 2 .. t, and one spare
+
+
+@gluon.jit
+def _finish_scales(raw_bufs, scale_bufs, ready, t, PENDING: gl.constexpr, lanes: gl.constexpr):
+    """The producer's second half for ring step ``t``: once its raw copies have landed (at most
+    PENDING later commit groups in flight; each lane reads back only what it copied), the
+    products of A's scales and W's into the stage's scale slot, and an arrival on the stage's
+    ``ready`` barrier (after the warp's stores: Gluon puts a barrier before the one thread's
+    arrival)."""
+    WIDTH: gl.constexpr = raw_bufs.type.shape[1] // 2
+    STAGES: gl.constexpr = scale_bufs.type.shape[0]
+    async_copy.wait_group(PENDING)
+    raw = raw_bufs.index(t % RAW_SLOTS)
+    product = raw.slice(0, WIDTH).load(lanes) * raw.slice(WIDTH, WIDTH).load(lanes)
+    scale_bufs.index(t % STAGES).store(product)
+    mbarrier.arrive(ready.index(t % STAGES))
+
+
+@gluon.jit
+def premul_load_ring(a_desc, b_desc, a_bufs, b_bufs, raw_bufs, scale_bufs, ready, empty, sa_ptr, sb_ptr, M, N, K,
+                     WHOLE_TILES, PIECES, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M: gl.constexpr,
+                     GROUPS: gl.constexpr):
+    """``ws_gluon.load_ring`` that also puts each K step's scale products (A's per row times W's
+    block's) into its stage: it copies the raw scales with ``cp.async`` (no register waits on
+    them) and, two steps later, multiplies them and stores the products, then arrives on the
+    stage's ``ready`` barrier a second time. The consumers read one float32 a row."""
+    SUB_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    WIDTH: gl.constexpr = GROUPS * SUB_M
+    lanes: gl.constexpr = gl.BlockedLayout([WIDTH // 32], [32], [1], [0])
+    i = gl.arange(0, WIDTH, layout=lanes)
+    units, rest, k_steps = W.program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N, BLOCK_K)
+    it = 0
+    for u in range(units):
+        tile, _, k_first, k_last = W.work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
+        off_m, off_n = W.unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, 0, GROUPS)
+        rows = off_m + i
+        a_src = sa_ptr + rows * stride_sam
+        b_src = sb_ptr + (off_n // BLOCK_N) * stride_sbn + i * 0
+        for kk in range(k_first, k_last):
+            s = it % STAGES
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            W.load_stage(a_desc, b_desc, a_bufs, b_bufs, ready.index(s), s, off_m, off_n, kk * BLOCK_K, GROUPS)
+            raw = raw_bufs.index(it % RAW_SLOTS)
+            async_copy.async_copy_global_to_shared(raw.slice(0, WIDTH), a_src + kk * stride_sak, mask=rows < M)
+            async_copy.async_copy_global_to_shared(raw.slice(WIDTH, WIDTH), b_src + kk * stride_sbk)
+            async_copy.commit_group()
+            if it >= 2:
+                _finish_scales(raw_bufs, scale_bufs, ready, it - 2, 2, lanes)
+            it += 1
+    if it >= 2:
+        _finish_scales(raw_bufs, scale_bufs, ready, it - 2, 1, lanes)
+    if it >= 1:
+        _finish_scales(raw_bufs, scale_bufs, ready, it - 1, 0, lanes)
+
+
+@gluon.jit
+def product_promote(empty, acc, total, r, scale_bufs, GROUP: gl.constexpr, GROUPS: gl.constexpr,
+                    STAGES: gl.constexpr):
+    """``ws_gluon.blockwise_promote`` with ring step ``r``'s scale products read from its stage
+    (before the stage is handed back)."""
+    SUB_M: gl.constexpr = acc.type.shape[0]
+    s = scale_bufs.index(r % STAGES).slice(GROUP * SUB_M, SUB_M).load(gl.SliceLayout(1, acc.type.layout))
+    mbarrier.arrive(empty.index(r % STAGES))
+    return gl.fma(acc, s[:, None], total)
+
+
+@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
+def gluon_premul_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
+                        WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
+                        ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
+                        num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1, stride_sam=1, stride_sak=1,
+                        stride_sbk=1, stride_sbn=1, ones_ptr=None):
+    """``ws_gluon.gluon_blockwise_kernel`` with each K step's scale products in its stage of the
+    ring, put there by the producer (``premul_load_ring``): one shared-memory read a row and K
+    step in the consumers, no global load."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    GROUPS: gl.constexpr = W.PAIRED_GROUPS
+    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * GROUPS] + a_desc.block_type.shape, a_desc.layout)
+    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    scale_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, GROUPS * SUB_M], flat)
+    raw_bufs = gl.allocate_shared_memory(gl.float32, [RAW_SLOTS, 2 * GROUPS * SUB_M], flat)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=2)  # the TMA loads' expect, and the scale products
+        mbarrier.init(empty.index(i), count=GROUPS)
+    c_bufs = W.allocate_outputs(c_desc, b_desc, GROUPS)
+    gl.warp_specialize([
+        (_staged_consumer, (a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
+                            arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, SPLIT, 0, GROUPS, 4)),
+        (_staged_consumer, (a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
+                            arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, SPLIT, 1, GROUPS, 4)),
+        (premul_load_ring, (a_desc, b_desc, a_bufs, b_bufs, raw_bufs, scale_bufs, ready, empty, scale_a_ptr,
+                            scale_b_ptr, M, N, K, WHOLE_TILES, PIECES, stride_sam, stride_sak, stride_sbk,
+                            stride_sbn, GROUP_M, GROUPS)),
+    ], W.PAIRED_WORKERS, STAGED_REGISTERS)
+
+
+def _premul():
+    """gluon_premul_kernel, its consumers promoting with ``product_promote``."""
+    names = dict(vars(sys.modules[__name__]), staged_promote=product_promote)
+    for n in ("staged_tile", "_staged_consumer"):
+        names[n] = _rebound(globals()[n], names)
+    return {"blockwise": _rebound(gluon_premul_kernel, names)}
+
+
+def _variant(**replaced):
+    """The block-wise kernel with some of its functions replaced (by name)."""
+    names = dict(vars(W), **replaced)
     for name in ("blockwise_tile", "_blockwise_consumer"):
-        names[name] = _rebound(getattr(W, name), names)
+        if name not in replaced:
+            names[name] = _rebound(getattr(W, name), names)
     return {"blockwise": _rebound(W.gluon_blockwise_kernel, names)}
+
+
+def _without_scale_loads():
+    return _variant(block_scales=ones_for_scales)
 
 
 def main():
     no_loads = _without_scale_loads()
+    premul = _premul()
     sweep = results.Sweep("blockwise_cost")
     log, records = sweep.log, sweep.records
     for M, K, N in CELLS:
@@ -66,14 +598,20 @@ def main():
         ops_t = check_operands(p.a, p.b, one, one)
         out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
         fns = {"cuBLAS block-wise": REGISTRY["cublas/block/precise"].build(p)}
-        for cfg in W.GLUON_BLOCK_CONFIGS[:2]:
-            g = cfg.kwargs["GROUP_M"]
+        for cfg in W.GLUON_BLOCK_CONFIGS:
+            g = f"{cfg.kwargs['GROUP_M']}{', split tail' if cfg.kwargs['SPLIT'] else ''}"
             fns[f"row-major, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg)
             fns[f"M-major, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg)
-            fns[f"no scale loads, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg,
-                                                                                   kernels=no_loads)
-            paired = W.make_gluon_config("paired", 128, 128, 128, 5, group_m=g)
-            fns[f"paired, per tensor, GROUP_M {g}"] = lambda cfg=paired: W.launch_gluon(ops_t, out, True, config=cfg)
+            fns[f"row-major, products in the ring, GROUP_M {g}"] = (
+                lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=premul))
+            fns[f"M-major, products in the ring, GROUP_M {g}"] = (
+                lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=premul))
+            if not cfg.kwargs["SPLIT"]:
+                fns[f"no scale loads, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg,
+                                                                                       kernels=no_loads)
+                paired = W.make_gluon_config("paired", 128, 128, 128, 5, group_m=cfg.kwargs["GROUP_M"])
+                fns[f"paired, per tensor, GROUP_M {g}"] = (
+                    lambda cfg=paired: W.launch_gluon(ops_t, out, True, config=cfg))
         for n, fn in fns.items():  # the real ones checked against float64, output poisoned first
             if n.startswith(("row-major", "M-major")):
                 fp8.poison(out)
