@@ -1,26 +1,50 @@
 """What the block-wise kernel's scales cost: ``gluon_blockwise_kernel`` against the paired kernel
 with precise accumulation per tensor (the same K loop, two tensor-core sums in turn, every K block
 added into float32, but one scale for the whole product, applied as the tile goes out), and
-against itself with its scales' loads changed (a Hopper GPU is needed).
+against itself with the scales delivered in other ways (a Hopper GPU is needed).
 
-On an H100 (``results/ring_depth_h100.json``) the block-wise kernel ran 0.81 to 0.93x cuBLAS
-block-wise where the paired kernel ran 0.97x cuBLAS precise per tensor on 4608 x 12288 x 3072:
-the two loops differ only in the scales (two loads a K step in each thread, A's per row and W's
-per block, started two steps ahead, and a multiply-add in place of the add). The variants, each
-timed in one run of the kernel harness with cuBLAS block-wise and the paired kernel:
+The two loops differ only in the scales: two loads a K step in each thread (A's per row, W's per
+block, started two steps ahead) and a multiply-add in place of the add. Variants, each timed in
+one run of the kernel harness with cuBLAS block-wise and the paired kernel, the real ones checked
+against float64 (output poisoned first):
 
 - ``row-major``: the package's kernel, A's scales (M, K/128) row-major (``quantize``'s layout);
-- ``M-major``: the same kernel, A's scales with strides (1, M) (cuBLAS's layout): a group's 64
-  scales of a K block in 256 contiguous bytes, in place of 64 rows' worth of cache lines;
-- ``no scale loads``: the scales replaced by 1.0 (no load in the K loop; the multiply-add stays).
+- ``M-major``: the same kernel, A's scales with strides (1, M) (cuBLAS's layout);
+- ``no scale loads``: the scales replaced by 1.0, no load in the K loop, the multiply-add kept.
   Its output is wrong on purpose (it is timed, never used);
-- ``paired, per tensor``: ``gluon_paired_kernel`` with precise accumulation on the same FP8
-  operands with one scale each.
+- ``paired, per tensor``: ``gluon_paired_kernel`` with precise accumulation on the same operands;
+- ``ahead``: the scales loaded 4 or 6 K steps ahead in place of 2 (``blockwise_tile_lead4``, ``_lead6``);
+- ``per_thread``: W's block scale loaded by every thread into its own registers
+  (``block_scales_per_thread``): in the package's kernel ptxas keeps it in a uniform register,
+  whose move from the loaded one waits for the load at the end of each half-turn of the loop;
+- ``premul``: no global load in the consumers at all (``gluon_premul_kernel``): the producer
+  copies each step's raw scales with ``cp.async`` and, two steps later, stores their products in
+  the step's stage, which the consumers read (one float32 a row) before handing the stage back.
 
-    python3 tools/blockwise_cost.py
+    python3 tools/blockwise_cost.py [cells] [ahead] [per_thread] [premul]   # default: all cells, premul
 
-Saves ``results/blockwise_cost_<gpu>.json``: per cell the time of each, and its ratio to cuBLAS
-block-wise.
+Saves ``results/blockwise_cost_<gpu>.json``. On an H100 (2026-12-05; this GPU only, three runs,
+kept as ``results/blockwise_cost_h100.json``, ``blockwise_cost_ahead_h100.json`` and
+``blockwise_cost_per_thread_h100.json``; 0 failed checks), against cuBLAS block-wise on six to
+seven cells (4608 x 12288 x 3072, DeepSeek-V3's and Llama-3-8B's projections at M = 1000 to 16384),
+GROUP_M 8:
+
+- the package's kernel 0.78 to 0.92x, M-major scales 0.81 to 0.93x;
+- without its scale loads 1.01 to 1.16x, as fast as the paired kernel per tensor (0.99 to 1.15x):
+  the loads, not the multiply-add, cost the 15 to 25%;
+- loading 4 or 6 steps ahead: no faster (0.77 to 0.93x), so the loads' latency is not waited for
+  where their values are used; the leading suspect is the barrier before each stage is handed
+  back (Gluon puts a ``bar.sync`` of the consumer group before the one thread's ``mbarrier.arrive``),
+  which waits for the group's loads still in flight, one step's worth whatever the distance;
+- W's scale per thread: no faster (0.82 to 0.93x);
+- products in the ring: 0.63 to 0.85x row-major (a 4-byte ``cp.async`` per row, 4 a lane per step
+  in the producer's one warp), 0.85 to 0.91x M-major: the producer now paces the loop.
+
+Tried and left out (compiled for sm_90a, not timed): scales copied by the consumers themselves
+with ``cp.async`` into shared memory, or copied there by the producer and multiplied by the
+consumers: in both ptxas serializes the ``wgmma`` (remark C7514: its accumulators copied in the
+K loop) as soon as a consumer multiplies two values read from shared memory; one value read and
+used as it is (the products above) compiles without the remark.
 """
 import sys
 
@@ -153,135 +177,6 @@ def block_scales_per_thread(sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_
 
 
 STAGED_REGISTERS = gl.constexpr([240, 32])  # the whole register file: 2 x 128 x 240 + 128 x 32
-SCALE_SLOTS = gl.constexpr(4)  # scale slots a consumer group cycles through (copies run two steps ahead)
-
-
-@gluon.jit
-def copy_block_scales(sa_bufs, sb_bufs, slot, sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, stride_sbk,
-                      stride_sbn):
-    """Start copying K block ``kb``'s scales into scale slot ``slot`` with ``cp.async``, which
-    writes no register (nothing is left pending in the threads when the next ``wgmma`` is issued):
-    A's for the group's rows, W's for block ``nb`` once for each row. Each thread copies the values
-    it will read (the rows' layout), so its own ``wait_group`` is all a read waits for; one commit
-    group a K step."""
-    async_copy.async_copy_global_to_shared(sa_bufs.index(slot), sa_ptr + rows * stride_sam + kb * stride_sak,
-                                           mask=rows < M)
-    async_copy.async_copy_global_to_shared(sb_bufs.index(slot), sb_ptr + kb * stride_sbk + nb * stride_sbn + rows * 0)
-    async_copy.commit_group()
-
-
-@gluon.jit
-def slot_promote(empty, acc, total, r, sa_bufs, sb_bufs, slot, PENDING: gl.constexpr, STAGES: gl.constexpr):
-    """``ws_gluon.blockwise_promote`` with the scales read from scale slot ``slot`` once at most
-    PENDING later copies are in flight."""
-    async_copy.wait_group(PENDING)
-    mbarrier.arrive(empty.index(r % STAGES))
-    layout: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
-    sa = sa_bufs.index(slot).load(layout)
-    sb = sb_bufs.index(slot).load(layout)
-    return gl.fma(acc, (sa * sb)[:, None], total)
-
-
-@gluon.jit
-def slotted_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_bufs, sb_bufs, base, sa_ptr, sb_ptr,
-                 off_m, off_n, M, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr,
-                 GROUPS: gl.constexpr):
-    """``ws_gluon.blockwise_tile`` with the scales copied to shared memory two steps ahead
-    (``copy_block_scales``; ring step r's in slot ``base + r % SCALE_SLOTS``) and read from there
-    at each promotion."""
-    STAGES: gl.constexpr = b_bufs.type.shape[0]
-    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
-    nb = off_n // acc.type.shape[1]
-    last = k_first + k_steps - 1
-    copy_block_scales(sa_bufs, sb_bufs, base + it % SCALE_SLOTS, sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam,
-                      stride_sak, stride_sbk, stride_sbn)
-    copy_block_scales(sa_bufs, sb_bufs, base + (it + 1) % SCALE_SLOTS, sa_ptr, sb_ptr, rows,
-                      gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
-    total = gl.zeros_like(acc)
-    acc1 = gl.zeros_like(acc)
-    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
-    for kk in range(0, k_steps - 2, 2):
-        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
-        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = slot_promote(empty, acc0, total, it + kk, sa_bufs, sb_bufs, base + (it + kk) % SCALE_SLOTS, 1,
-                             STAGES)
-        copy_block_scales(sa_bufs, sb_bufs, base + (it + kk + 2) % SCALE_SLOTS, sa_ptr, sb_ptr, rows,
-                          k_first + kk + 2, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
-        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
-        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
-        total = slot_promote(empty, acc1, total, it + kk + 1, sa_bufs, sb_bufs, base + (it + kk + 1) % SCALE_SLOTS,
-                             1, STAGES)
-        copy_block_scales(sa_bufs, sb_bufs, base + (it + kk + 3) % SCALE_SLOTS, sa_ptr, sb_ptr, rows,
-                          gl.minimum(k_first + kk + 3, last), nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
-    if k_steps % 2 == 0:
-        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
-        done0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = slot_promote(empty, done0, total, it + k_steps - 2, sa_bufs, sb_bufs,
-                             base + (it + k_steps - 2) % SCALE_SLOTS, 1, STAGES)
-        done1 = warpgroup_mma_wait(0, deps=(next1,))
-        total = slot_promote(empty, done1, total, it + k_steps - 1, sa_bufs, sb_bufs,
-                             base + (it + k_steps - 1) % SCALE_SLOTS, 0, STAGES)
-    else:  # the loop (or the start) copied one step past the tile's, into the next tile's first slot:
-        # waited for here, so that it cannot land after that tile's own copy
-        done0 = warpgroup_mma_wait(0, deps=(acc0,))
-        total = slot_promote(empty, done0, total, it + k_steps - 1, sa_bufs, sb_bufs,
-                             base + (it + k_steps - 1) % SCALE_SLOTS, 0, STAGES)
-    return total, it + k_steps
-
-
-@gluon.jit
-def _slotted_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_bufs, sb_bufs, sa_ptr, sb_ptr,
-                      ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, stride_sam, stride_sak,
-                      stride_sbk, stride_sbn, GROUP_M: gl.constexpr, SPLIT: gl.constexpr, GROUP: gl.constexpr,
-                      GROUPS: gl.constexpr, num_warps: gl.constexpr):
-    """``ws_gluon._blockwise_consumer`` with ``slotted_tile`` and the group's own scale slots."""
-    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
-    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
-    BUFS: gl.constexpr = W.output_buffers(c_desc.block_type.shape[1], BLOCK_N)
-    acc = gl.zeros((SUB_M, BLOCK_N), gl.float32, W.accumulator_layout(BLOCK_N, num_warps))
-    units, rest, k_steps = W.program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N,
-                                          a_desc.block_type.shape[1])
-    it = 0
-    for u in range(units):
-        tile, piece, k_first, k_last = W.work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
-        off_m, off_n = W.unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
-        acc, it = slotted_tile(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_last - k_first, sa_bufs, sb_bufs,
-                               GROUP * SCALE_SLOTS, sa_ptr, sb_ptr, off_m, off_n, M, stride_sam, stride_sak, stride_sbk,
-                                  stride_sbn, GROUP, GROUPS)
-        W.finish_unit(acc, 1.0, 1.0, c_desc, c_bufs, partials_ptr, arrivals_ptr, ones_ptr, ones_ptr, off_m, off_n,
-                      M, N, tile, piece, WHOLE_TILES, PIECES, False, False, SPLIT, GROUP, GROUPS, GROUP * BUFS,
-                      num_warps)
-    tma.store_wait(0)
-
-
-@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
-def gluon_slotted_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
-                         WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
-                         ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
-                         num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1, stride_sam=1, stride_sak=1,
-                         stride_sbk=1, stride_sbn=1, ones_ptr=None):
-    """``ws_gluon.gluon_blockwise_kernel`` with each consumer group's scales copied to shared memory
-    ahead of their use (SCALE_SLOTS slots of 64 of A's and 64 copies of W's a group)."""
-    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
-    a_bufs, b_bufs, ready, empty = W.allocate_ring(a_desc, b_desc, STAGES, W.PAIRED_GROUPS)
-    c_bufs = W.allocate_outputs(c_desc, b_desc, W.PAIRED_GROUPS)
-    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])  # a slot: one row of SUB_M scales
-    sa_bufs = gl.allocate_shared_memory(gl.float32, [W.PAIRED_GROUPS * SCALE_SLOTS, SUB_M], flat)
-    sb_bufs = gl.allocate_shared_memory(gl.float32, [W.PAIRED_GROUPS * SCALE_SLOTS, SUB_M], flat)
-    gl.warp_specialize([
-        (_slotted_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_bufs, sb_bufs,
-                             scale_a_ptr, scale_b_ptr, ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES,
-                             PIECES, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M, SPLIT, 0,
-                             W.PAIRED_GROUPS, 4)),
-        (_slotted_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_bufs, sb_bufs,
-                             scale_a_ptr, scale_b_ptr, ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES,
-                             PIECES, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M, SPLIT, 1,
-                             W.PAIRED_GROUPS, 4)),
-        (W.load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M,
-                       W.PAIRED_GROUPS)),
-    ], W.PAIRED_WORKERS, W.BLOCKWISE_REGISTERS)
-
-
 @gluon.jit
 def staged_load_ring(a_desc, b_desc, a_bufs, b_bufs, scale_bufs, ready, empty, sa_ptr, sb_ptr, M, N, K, WHOLE_TILES,
                      PIECES, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M: gl.constexpr,
@@ -584,12 +479,20 @@ def _without_scale_loads():
     return _variant(block_scales=ones_for_scales)
 
 
+VARIANTS = ("ahead", "per_thread", "premul")
+
+
 def main():
     no_loads = _without_scale_loads()
     premul = _premul()
+    lead4, lead6 = _variant(blockwise_tile=blockwise_tile_lead4), _variant(blockwise_tile=blockwise_tile_lead6)
+    per_thread = _variant(block_scales=block_scales_per_thread)
     sweep = results.Sweep("blockwise_cost")
+    counts = [int(a) for a in sys.argv[1:] if a.isdigit()]
+    cells = CELLS[:counts[0]] if counts else CELLS
+    variants = [a for a in sys.argv[1:] if a in VARIANTS] or ["premul"]
     log, records = sweep.log, sweep.records
-    for M, K, N in CELLS:
+    for M, K, N in cells:
         p = make_problem(M, K, N, "block", device="cuda", reference_rows=512)
         ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
         m_major = p.scale_a.t().contiguous().t()
@@ -598,14 +501,31 @@ def main():
         ops_t = check_operands(p.a, p.b, one, one)
         out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
         fns = {"cuBLAS block-wise": REGISTRY["cublas/block/precise"].build(p)}
+        try:
+            fns["cuBLAS block-wise"]()
+        except RuntimeError as e:  # cuBLAS refuses some small M (CUBLAS_STATUS_NOT_SUPPORTED)
+            log(f"{p.shape}: cuBLAS block-wise refused ({str(e).splitlines()[0][:80]}): no baseline, left out")
+            continue
         for cfg in W.GLUON_BLOCK_CONFIGS:
             g = f"{cfg.kwargs['GROUP_M']}{', split tail' if cfg.kwargs['SPLIT'] else ''}"
             fns[f"row-major, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg)
             fns[f"M-major, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg)
-            fns[f"row-major, products in the ring, GROUP_M {g}"] = (
-                lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=premul))
-            fns[f"M-major, products in the ring, GROUP_M {g}"] = (
-                lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=premul))
+            if "premul" in variants:
+                fns[f"row-major, products in the ring, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=premul))
+                fns[f"M-major, products in the ring, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=premul))
+            if "ahead" in variants:
+                for name, kernels in (("4 ahead", lead4), ("6 ahead", lead6)):
+                    fns[f"row-major, {name}, GROUP_M {g}"] = (
+                        lambda cfg=cfg, k=kernels: W.launch_gluon(ops, out, True, config=cfg, kernels=k))
+                    fns[f"M-major, {name}, GROUP_M {g}"] = (
+                        lambda cfg=cfg, k=kernels: W.launch_gluon(ops_m, out, True, config=cfg, kernels=k))
+            if "per_thread" in variants:
+                fns[f"row-major, W's scale per thread, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=per_thread))
+                fns[f"M-major, W's scale per thread, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=per_thread))
             if not cfg.kwargs["SPLIT"]:
                 fns[f"no scale loads, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg,
                                                                                        kernels=no_loads)
@@ -628,7 +548,7 @@ def main():
                                 ratio=base / r.median_ms))
         log(f"{p.shape:>18}: " + "; ".join(f"{n} {r.tflops:5.0f} ({base / r.median_ms:.3f}x)" for n, r in timed.items()))
         sweep.save()
-        del fns, p, ops, ops_m, out
+        fns = p = None  # (the next cell rebinds the rest)
         torch.cuda.empty_cache()
     sweep.done()
 

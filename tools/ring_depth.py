@@ -21,6 +21,22 @@ deeper ring pays where the K loop waits on promotion is what this measures:
 Each output is poisoned first and checked against float64 on 512 of its rows. Saves
 ``results/ring_depth_<gpu>.json`` after each cell: per configuration its time and ratio to cuBLAS,
 and whether ``scaled_mm`` times it (a candidate).
+
+On an H100 (``results/ring_depth_h100.json``, 2026-12-05, 0 failed checks; not yet on the H200),
+the best candidate against the best deeper configuration, as ratios to cuBLAS:
+
+- precise per tensor: 512 x 3072 x 12288 0.989 / 1.034, 512 x 12288 x 3072 0.830 / 0.888,
+  1152 x 3072 x 12288 1.040 / 1.071, 1152 x 12288 x 3072 0.879 / 0.928, 8192^3 0.977 / 0.990;
+  at M = 2304 and 4608 no deeper one ahead. Over the nine cells the best of either 0.984x by the
+  geometric mean (0.962x candidates alone), lowest 0.888x;
+- precise per row: 512 x 3072 x 12288 1.045 / 1.090, 512 x 12288 x 3072 0.982 / 1.045,
+  1152 x 3072 x 12288 1.089 / 1.099, 1152 x 12288 x 3072 1.027 / 1.056, none ahead from M = 2304:
+  the best of either 1.095x (1.078x), lowest 1.045x;
+- block-wise: within half a percent or slower on every cell (0.77 to 0.93x cuBLAS block-wise):
+  the deeper ring does not reach what the block-wise loop loses (``tools/blockwise_cost.py``).
+
+``ws_gluon.GLUON_PRECISE_CONFIGS`` takes three of them (the paired kernel at 6 stages with stores
+of 64 columns, GROUP_M 8 and 16; the stacked at 5 with stores of 32).
 """
 import sys
 
@@ -37,7 +53,7 @@ from fp8_tutorial.measure.contenders import REGISTRY, make_problem
 from fp8_tutorial.measure.model import LLAMA3_8B
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from llama_gemms import key, timed_configs  # noqa: E402  (the same cut to what fits)
+from llama_gemms import timed_configs  # noqa: E402  (the same cut to what fits)
 
 NAME = "ring_depth"
 # (M, K, N): chapter 11's lowest block-wise cells at M >= 1024, then Llama-3-8B's prefill at 16384
