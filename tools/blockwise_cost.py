@@ -19,9 +19,16 @@ against float64 (output poisoned first):
   whose move from the loaded one waits for the load at the end of each half-turn of the loop;
 - ``premul``: no global load in the consumers at all (``gluon_premul_kernel``): the producer
   copies each step's raw scales with ``cp.async`` and, two steps later, stores their products in
-  the step's stage, which the consumers read (one float32 a row) before handing the stage back.
+  the step's stage, which the consumers read (one float32 a row) before handing the stage back;
+- ``pairs``: the stages handed back two at a time, once a turn, both steps' scales loaded right
+  after (``blockwise_tile_pairs``);
+- ``copied``: each consumer group copies its scales with ``cp.async`` four steps ahead into slots
+  of its own and reads them into registers two steps ahead, where the package loads them
+  (``gluon_copied_kernel``): no load is in flight at any barrier, and the registers are carried
+  through the loop as the package's are.
 
-    python3 tools/blockwise_cost.py [cells] [ahead] [per_thread] [premul]   # default: all cells, premul
+    python3 tools/blockwise_cost.py [cells] [ahead] [per_thread] [premul] [pairs] [copied]
+    # default: all cells, premul; a number: the first that many cells
 
 Saves ``results/blockwise_cost_<gpu>.json``. On an H100 (2026-12-05; this GPU only, three runs,
 kept as ``results/blockwise_cost_h100.json``, ``blockwise_cost_ahead_h100.json`` and
@@ -164,6 +171,174 @@ def blockwise_tile_lead6(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps
         done0 = warpgroup_mma_wait(0, deps=(acc0,))
         total = blockwise_promote(empty, done0, total, it + k_steps - 1, sa0, sb0, STAGES)
     return total, it + k_steps
+
+
+@gluon.jit
+def blockwise_tile_pairs(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
+                         stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """``ws_gluon.blockwise_tile`` handing its stages back in pairs, once a turn (two steps), and
+    loading both steps' scales of the next turn right after: if the barrier before a hand-back
+    waits for the loads in flight, they have two steps to land in place of one."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
+    nb = off_n // acc.type.shape[1]
+    last = k_first + k_steps - 1
+    sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
+    sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = gl.fma(acc0, (sa0 * sb0)[:, None], total)
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        mbarrier.arrive(empty.index((it + kk) % STAGES))
+        mbarrier.arrive(empty.index((it + kk + 1) % STAGES))
+        total = gl.fma(acc1, (sa1 * sb1)[:, None], total)
+        sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, k_first + kk + 2, nb, M, stride_sam, stride_sak, stride_sbk,
+                                stride_sbn)
+        sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 3, last), nb, M, stride_sam,
+                                stride_sak, stride_sbk, stride_sbn)
+    if k_steps % 2 == 0:
+        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
+        done0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = blockwise_promote(empty, done0, total, it + k_steps - 2, sa0, sb0, STAGES)
+        done1 = warpgroup_mma_wait(0, deps=(next1,))
+        total = blockwise_promote(empty, done1, total, it + k_steps - 1, sa1, sb1, STAGES)
+    else:
+        done0 = warpgroup_mma_wait(0, deps=(acc0,))
+        total = blockwise_promote(empty, done0, total, it + k_steps - 1, sa0, sb0, STAGES)
+    return total, it + k_steps
+
+
+SCALE_SLOTS = gl.constexpr(4)  # a consumer group's slots for scales copied ahead
+
+
+@gluon.jit
+def copy_scales(sa_bufs, sb_bufs, base, c, sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn):
+    """Start copying K block ``kb``'s scales into the group's slot ``base + c % SCALE_SLOTS`` with
+    ``cp.async`` (one commit group): no register waits on it, and no barrier does either. Each
+    thread copies the values it will read (the rows' layout), so its own ``wait_group`` is all a
+    read needs."""
+    slot = base + c % SCALE_SLOTS
+    async_copy.async_copy_global_to_shared(sa_bufs.index(slot), sa_ptr + rows * stride_sam + kb * stride_sak,
+                                           mask=rows < M)
+    async_copy.async_copy_global_to_shared(sb_bufs.index(slot), sb_ptr + kb * stride_sbk + nb * stride_sbn + rows * 0)
+    async_copy.commit_group()
+
+
+@gluon.jit
+def read_scales(sa_bufs, sb_bufs, base, c, layout: gl.constexpr):
+    """Slot ``base + c % SCALE_SLOTS``'s scales into registers, once at most one later copy is in
+    flight."""
+    async_copy.wait_group(1)
+    slot = base + c % SCALE_SLOTS
+    return sa_bufs.index(slot).load(layout), sb_bufs.index(slot).load(layout)
+
+
+@gluon.jit
+def blockwise_tile_copied(a_bufs, b_bufs, ready, empty, acc, it, c, k_first, k_steps, sa_bufs, sb_bufs, base, sa_ptr,
+                          sb_ptr, off_m, off_n, M, stride_sam, stride_sak, stride_sbk, stride_sbn,
+                          GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """``ws_gluon.blockwise_tile`` with each step's scales copied by ``cp.async`` four steps ahead
+    and read into registers two steps ahead (where the package loads them): the registers are
+    carried through the loop as the loaded ones are, and no load is in flight at a barrier. ``c``
+    counts the group's copies (one a step, the last repeated where the loop copies past the tile)."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    layout: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
+    rows = off_m + gl.arange(0, acc.type.shape[0], layout=layout)
+    nb = off_n // acc.type.shape[1]
+    last = k_first + k_steps - 1
+    for j in gl.static_range(4):
+        copy_scales(sa_bufs, sb_bufs, base, c + j, sa_ptr, sb_ptr, rows, gl.minimum(k_first + j, last), nb, M, stride_sam,
+                    stride_sak, stride_sbk, stride_sbn)
+    async_copy.wait_group(2)
+    s0 = base + c % SCALE_SLOTS
+    s1 = base + (c + 1) % SCALE_SLOTS
+    sa0, sb0 = sa_bufs.index(s0).load(layout), sb_bufs.index(s0).load(layout)
+    sa1, sb1 = sa_bufs.index(s1).load(layout), sb_bufs.index(s1).load(layout)
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = blockwise_promote(empty, acc0, total, it + kk, sa0, sb0, STAGES)
+        sa0, sb0 = read_scales(sa_bufs, sb_bufs, base, c + kk + 2, layout)
+        copy_scales(sa_bufs, sb_bufs, base, c + kk + 4, sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 4, last), nb, M,
+                    stride_sam, stride_sak, stride_sbk, stride_sbn)
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        total = blockwise_promote(empty, acc1, total, it + kk + 1, sa1, sb1, STAGES)
+        sa1, sb1 = read_scales(sa_bufs, sb_bufs, base, c + kk + 3, layout)
+        copy_scales(sa_bufs, sb_bufs, base, c + kk + 5, sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 5, last), nb, M,
+                    stride_sam, stride_sak, stride_sbk, stride_sbn)
+    if k_steps % 2 == 0:
+        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
+        done0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = blockwise_promote(empty, done0, total, it + k_steps - 2, sa0, sb0, STAGES)
+        done1 = warpgroup_mma_wait(0, deps=(next1,))
+        total = blockwise_promote(empty, done1, total, it + k_steps - 1, sa1, sb1, STAGES)
+    else:
+        done0 = warpgroup_mma_wait(0, deps=(acc0,))
+        total = blockwise_promote(empty, done0, total, it + k_steps - 1, sa0, sb0, STAGES)
+    # copies issued: 4 before the loop and 2 a turn, so the next tile's start from here
+    return total, it + k_steps, c + 4 + 2 * ((k_steps - 1) // 2)
+
+
+@gluon.jit
+def _copied_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_bufs, sb_bufs, sa_ptr, sb_ptr, ones_ptr,
+                     partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, stride_sam, stride_sak, stride_sbk,
+                     stride_sbn, GROUP_M: gl.constexpr, SPLIT: gl.constexpr, GROUP: gl.constexpr,
+                     GROUPS: gl.constexpr, num_warps: gl.constexpr):
+    """``ws_gluon._blockwise_consumer`` with ``blockwise_tile_copied`` and the group's own slots."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+    BUFS: gl.constexpr = W.output_buffers(c_desc.block_type.shape[1], BLOCK_N)
+    acc = gl.zeros((SUB_M, BLOCK_N), gl.float32, W.accumulator_layout(BLOCK_N, num_warps))
+    units, rest, k_steps = W.program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N,
+                                          a_desc.block_type.shape[1])
+    it = 0
+    c = 0
+    for u in range(units):
+        tile, piece, k_first, k_last = W.work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
+        off_m, off_n = W.unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
+        acc, it, c = blockwise_tile_copied(a_bufs, b_bufs, ready, empty, acc, it, c, k_first, k_last - k_first,
+                                           sa_bufs, sb_bufs, GROUP * SCALE_SLOTS, sa_ptr, sb_ptr, off_m, off_n, M, stride_sam, stride_sak,
+                                           stride_sbk, stride_sbn, GROUP, GROUPS)
+        W.finish_unit(acc, 1.0, 1.0, c_desc, c_bufs, partials_ptr, arrivals_ptr, ones_ptr, ones_ptr, off_m, off_n,
+                      M, N, tile, piece, WHOLE_TILES, PIECES, False, False, SPLIT, GROUP, GROUPS, GROUP * BUFS,
+                      num_warps)
+    tma.store_wait(0)
+
+
+@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
+def gluon_copied_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
+                        WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
+                        ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
+                        num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1, stride_sam=1, stride_sak=1,
+                        stride_sbk=1, stride_sbn=1, ones_ptr=None):
+    """``ws_gluon.gluon_blockwise_kernel`` with ``_copied_consumer``: each group copies its scales
+    into SCALE_SLOTS slots of shared memory of its own (64 of A's and 64 copies of W's a slot)."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    GROUPS: gl.constexpr = W.PAIRED_GROUPS
+    a_bufs, b_bufs, ready, empty = W.allocate_ring(a_desc, b_desc, STAGES, GROUPS)
+    c_bufs = W.allocate_outputs(c_desc, b_desc, GROUPS)
+    slots: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])  # a slot: one row of SUB_M scales
+    sa_bufs = gl.allocate_shared_memory(gl.float32, [GROUPS * SCALE_SLOTS, SUB_M], slots)
+    sb_bufs = gl.allocate_shared_memory(gl.float32, [GROUPS * SCALE_SLOTS, SUB_M], slots)
+    gl.warp_specialize([
+        (_copied_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_bufs, sb_bufs, scale_a_ptr,
+                            scale_b_ptr, ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES,
+                            stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M, SPLIT, 0, GROUPS, 4)),
+        (_copied_consumer, (a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_bufs, sb_bufs, scale_a_ptr,
+                            scale_b_ptr, ones_ptr, partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES,
+                            stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M, SPLIT, 1, GROUPS, 4)),
+        (W.load_ring, (a_desc, b_desc, a_bufs, b_bufs, ready, empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, GROUPS)),
+    ], W.PAIRED_WORKERS, W.BLOCKWISE_REGISTERS)
 
 
 @gluon.jit
@@ -479,7 +654,7 @@ def _without_scale_loads():
     return _variant(block_scales=ones_for_scales)
 
 
-VARIANTS = ("ahead", "per_thread", "premul")
+VARIANTS = ("ahead", "per_thread", "premul", "pairs", "copied")
 
 
 def main():
@@ -487,6 +662,8 @@ def main():
     premul = _premul()
     lead4, lead6 = _variant(blockwise_tile=blockwise_tile_lead4), _variant(blockwise_tile=blockwise_tile_lead6)
     per_thread = _variant(block_scales=block_scales_per_thread)
+    pairs = _variant(blockwise_tile=blockwise_tile_pairs)
+    copied = {"blockwise": gluon_copied_kernel}
     sweep = results.Sweep("blockwise_cost")
     counts = [int(a) for a in sys.argv[1:] if a.isdigit()]
     cells = CELLS[:counts[0]] if counts else CELLS
@@ -521,6 +698,16 @@ def main():
                         lambda cfg=cfg, k=kernels: W.launch_gluon(ops, out, True, config=cfg, kernels=k))
                     fns[f"M-major, {name}, GROUP_M {g}"] = (
                         lambda cfg=cfg, k=kernels: W.launch_gluon(ops_m, out, True, config=cfg, kernels=k))
+            if "copied" in variants:
+                fns[f"row-major, copied ahead, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=copied))
+                fns[f"M-major, copied ahead, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=copied))
+            if "pairs" in variants:
+                fns[f"row-major, stages back in pairs, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=pairs))
+                fns[f"M-major, stages back in pairs, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=pairs))
             if "per_thread" in variants:
                 fns[f"row-major, W's scale per thread, GROUP_M {g}"] = (
                     lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=per_thread))
