@@ -285,6 +285,9 @@ def blockwise_tile_copied(a_bufs, b_bufs, ready, empty, acc, it, c, k_first, k_s
     else:
         done0 = warpgroup_mma_wait(0, deps=(acc0,))
         total = blockwise_promote(empty, done0, total, it + k_steps - 1, sa0, sb0, STAGES)
+    # the copies past the tile's last step are still in flight, into slots the next tile copies to
+    # first: let them land (issued a step or more ago), so that none lands after the next tile's
+    async_copy.wait_group(0)
     # copies issued: 4 before the loop and 2 a turn, so the next tile's start from here
     return total, it + k_steps, c + 4 + 2 * ((k_steps - 1) // 2)
 
