@@ -54,7 +54,20 @@ GROUP_M 8:
 - ones in registers: 1.00 to 1.05x, against 1.05 to 1.08x without the multiply-add's scale: the
   multiply-add by a value a row costs 3 to 6%; the other 15 to 20% come with scales that change
   every K step, however they reach the registers (loaded two to six steps ahead, or copied to
-  shared memory and read from there). Not yet explained.
+  shared memory and read from there).
+
+Why, from the compiled code (``nvdisasm -hex``, the wait masks of each instruction's control
+bits decoded): ptxas waits for the loads in flight at the first branch after the K loop's back
+edge (the ``ready`` barrier's wait loop before the turn's first ``wgmma``), and the package's loop
+loads the second half-turn's scales just before that back edge, so each turn waits for one load's
+whole latency with nothing left to hide it but the ``wgmma`` already in flight; W's scale, a
+uniform value, is moved into a uniform register (``R2UR``) that waits for its load before the
+next branch too. Loading further ahead only loads other steps' scales at the same places. What
+would hide it: loads issued with two steps' work between them and the next branch, with no
+register moves between the sets (the loop unrolled so that they trade roles). Written that way
+(a branch point each half-turn, four steps a turn), ptxas spilled and serialized the ``wgmma``;
+loading right after each issue, or both of the next turn's scales in the first half, was
+serialized or left a move that waits. Not solved here.
 
 Tried and left out (compiled for sm_90a, not timed): scales copied by the consumers themselves
 with ``cp.async`` into shared memory, or copied there by the producer and multiplied by the
