@@ -60,7 +60,8 @@ Why, from the compiled code (``nvdisasm -hex``, the wait masks of each instructi
 bits decoded): ptxas waits for the loads in flight at the first branch after the K loop's back
 edge (the ``ready`` barrier's wait loop before the turn's first ``wgmma``), and the package's loop
 loads the second half-turn's scales just before that back edge, so each turn waits for one load's
-whole latency with nothing left to hide it but the ``wgmma`` already in flight; W's scale, a
+whole latency with nothing left to hide it but the ``wgmma`` already in flight (all the scale
+loads count on one scoreboard, and a wait on it is a wait for every load on it); W's scale, a
 uniform value, is moved into a uniform register (``R2UR``) that waits for its load before the
 next branch too. Loading further ahead only loads other steps' scales at the same places. What
 would hide it: loads issued with two steps' work between them and the next branch, with no
