@@ -63,12 +63,13 @@ loads the second half-turn's scales just before that back edge, so each turn wai
 whole latency with nothing left to hide it but the ``wgmma`` already in flight (all the scale
 loads count on one scoreboard, and a wait on it is a wait for every load on it); W's scale, a
 uniform value, is moved into a uniform register (``R2UR``) that waits for its load before the
-next branch too. Loading further ahead only loads other steps' scales at the same places. What
-would hide it: loads issued with two steps' work between them and the next branch, with no
-register moves between the sets (the loop unrolled so that they trade roles). Written that way
-(a branch point each half-turn, four steps a turn), ptxas spilled and serialized the ``wgmma``;
-loading right after each issue, or both of the next turn's scales in the first half, was
-serialized or left a move that waits. Not solved here.
+next branch too. Loading further ahead only loads other steps' scales at the same places. Whether
+these waits are the cost is not measured: row-major scales reuse a 128-byte line over 32 K steps,
+so most loads could hit L1 and wait little (a profile of where the consumer warps stall, per
+instruction, is the next step). Written with loads two steps' work before the next branch (the
+loop unrolled to four steps a turn, one branch point a half-turn), ptxas spilled and serialized
+the ``wgmma``; loading right after each issue, or both of the next turn's scales in the first
+half, was serialized or left a register move that waits. Not solved here.
 
 Tried and left out (compiled for sm_90a, not timed): scales copied by the consumers themselves
 with ``cp.async`` into shared memory, or copied there by the producer and multiplied by the
