@@ -5,77 +5,67 @@ against itself with the scales delivered in other ways (a Hopper GPU is needed).
 
 The two loops differ only in the scales: two loads a K step in each thread (A's per row, W's per
 block, started two steps ahead) and a multiply-add in place of the add. Variants, each timed in
-one run of the kernel harness with cuBLAS block-wise and the paired kernel, the real ones checked
-against float64 (output poisoned first):
+one run of the kernel harness with cuBLAS block-wise and the paired kernel; those that compute the
+product (every one but ``no scale loads``, ``ffma`` and the paired kernel, which runs other
+scales) are checked against float64, output poisoned first:
 
 - ``row-major``: the package's kernel, A's scales (M, K/128) row-major (``quantize``'s layout);
 - ``M-major``: the same kernel, A's scales with strides (1, M) (cuBLAS's layout);
-- ``no scale loads``: the scales replaced by 1.0, no load in the K loop, the multiply-add kept.
-  Its output is wrong on purpose (it is timed, never used);
-- ``paired, per tensor``: ``gluon_paired_kernel`` with precise accumulation on the same operands;
+- ``no scale loads``: the scales replaced by the constant 1.0: no load in the K loop, and the
+  compiler folds the multiply-add into an add (timing only: its output is wrong on purpose);
+- ``paired, per tensor``: ``gluon_paired_kernel`` with precise accumulation on the same operands
+  with one scale each;
 - ``ahead``: the scales loaded 4 or 6 K steps ahead in place of 2 (``blockwise_tile_lead4``, ``_lead6``);
 - ``per_thread``: W's block scale loaded by every thread into its own registers
-  (``block_scales_per_thread``): in the package's kernel ptxas keeps it in a uniform register,
-  whose move from the loaded one waits for the load at the end of each half-turn of the loop;
-- ``premul``: no global load in the consumers at all (``gluon_premul_kernel``): the producer
-  copies each step's raw scales with ``cp.async`` and, two steps later, stores their products in
-  the step's stage, which the consumers read (one float32 a row) before handing the stage back;
+  (``block_scales_per_thread``): in the package's kernel ptxas moves it into a uniform register,
+  which waits for the load;
+- ``premul``: no global load in the consumers (``gluon_premul_kernel``): the producer copies each
+  step's raw scales with ``cp.async`` and, two steps later, stores their products in the step's
+  stage, which the consumers read (one float32 a row) before handing the stage back;
 - ``pairs``: the stages handed back two at a time, once a turn, both steps' scales loaded right
   after (``blockwise_tile_pairs``);
 - ``copied``: each consumer group copies its scales with ``cp.async`` four steps ahead into slots
   of its own and reads them into registers two steps ahead, where the package loads them
-  (``gluon_copied_kernel``): no load is in flight at any barrier, and the registers are carried
-  through the loop as the package's are;
+  (``gluon_copied_kernel``; each thread copies the values it reads, so its own ``wait_group``
+  suffices if every thread issues its copies, repeated values included);
 - ``ffma``: no load, A's scales 1.0 in registers the compiler cannot fold (``ones_in_registers``):
-  the multiply-add by a value a row, alone.
+  the multiply-add by a value a row, alone (timing only).
 
     python3 tools/blockwise_cost.py [cells] [ahead] [per_thread] [premul] [pairs] [copied] [ffma]
     # default: all cells, premul; a number: the first that many cells
 
-Saves ``results/blockwise_cost_<gpu>.json``. On an H100 (2026-12-05; this GPU only, five runs,
-kept as ``results/blockwise_cost_h100.json`` (premul), ``blockwise_cost_ahead_h100.json``,
-``blockwise_cost_per_thread_h100.json``, ``blockwise_cost_copied_h100.json`` (copied, pairs) and
-``blockwise_cost_ffma_h100.json``; 0 failed checks), against cuBLAS block-wise on three to seven
-cells (4608 x 12288 x 3072, DeepSeek-V3's and Llama-3-8B's projections at M = 1000 to 16384),
-GROUP_M 8:
+Saves ``results/blockwise_cost_<gpu>.json``. On an H100, 2026-12-05 (this GPU only; 0 failed
+checks in each), five runs are kept: ``results/blockwise_cost_h100.json`` (premul; it stopped at
+the eighth cell, which cuBLAS refused, before cells were skipped on a refusal),
+``blockwise_cost_ahead_h100.json``, ``blockwise_cost_per_thread_h100.json``,
+``blockwise_cost_copied_h100.json`` (copied and pairs) and ``blockwise_cost_ffma_h100.json``. Against
+cuBLAS block-wise, GROUP_M 8, over three to seven cells (4608 x 12288 x 3072, DeepSeek-V3's and
+Llama-3-8B's projections, M = 1000 to 16384), the lowest and highest ratio:
 
-- the package's kernel 0.78 to 0.92x, M-major scales 0.81 to 0.93x;
-- without its scale loads 1.01 to 1.16x, as fast as the paired kernel per tensor (0.99 to 1.15x):
-  the loads, not the multiply-add, cost the 15 to 25%;
-- loading 4 or 6 steps ahead: no faster (0.77 to 0.93x), so the loads' latency is not waited for
-  where their values are used; the leading suspect is the barrier before each stage is handed
-  back (Gluon puts a ``bar.sync`` of the consumer group before the one thread's ``mbarrier.arrive``),
-  which waits for the group's loads still in flight, one step's worth whatever the distance;
-- W's scale per thread: no faster (0.82 to 0.93x);
-- products in the ring: 0.63 to 0.85x row-major (a 4-byte ``cp.async`` per row, 4 a lane per step
-  in the producer's one warp), 0.85 to 0.91x M-major: the producer now paces the loop;
-- stages back in pairs: 0.78 to 0.93x; copied ahead: 0.76 to 0.92x. Neither leaves a load in
-  flight at a barrier where the package's kernel might, so that suspicion is not borne out;
-- ones in registers: 1.00 to 1.05x, against 1.05 to 1.08x without the multiply-add's scale: the
-  multiply-add by a value a row costs 3 to 6%; the other 15 to 20% come with scales that change
-  every K step, however they reach the registers (loaded two to six steps ahead, or copied to
-  shared memory and read from there).
+- the package's kernel 0.78 to 0.93x, M-major scales 0.79 to 0.93x;
+- without scale loads 1.00 to 1.16x, as fast as the paired kernel per tensor (0.98 to 1.15x): the
+  package's kernel runs at 0.73 to 0.93 of that speed, cell by cell;
+- ffma 1.00 to 1.05x, where the same run had no scale loads at 1.05 to 1.08x: the multiply-add by
+  a value a row costs 3 to 6%, and the package's kernel runs at 0.78 to 0.85 of ffma's speed: the
+  rest comes with scales that change every K step;
+- loading 4 or 6 steps ahead 0.77 to 0.93x, W's scale per thread 0.82 to 0.93x, stages back in
+  pairs 0.78 to 0.91x, copied ahead 0.75 to 0.92x: none faster than the package's kernel;
+- products in the ring 0.63 to 0.85x row-major (a 4-byte ``cp.async`` a row, 4 a lane a step in
+  the producer's one warp) and 0.85 to 0.91x M-major.
 
-Why, from the compiled code (``nvdisasm -hex``, the wait masks of each instruction's control
-bits decoded): ptxas waits for the loads in flight at the first branch after the K loop's back
-edge (the ``ready`` barrier's wait loop before the turn's first ``wgmma``), and the package's loop
-loads the second half-turn's scales just before that back edge, so each turn waits for one load's
-whole latency with nothing left to hide it but the ``wgmma`` already in flight (all the scale
-loads count on one scoreboard, and a wait on it is a wait for every load on it); W's scale, a
-uniform value, is moved into a uniform register (``R2UR``) that waits for its load before the
-next branch too. Loading further ahead only loads other steps' scales at the same places. Whether
-these waits are the cost is not measured: row-major scales reuse a 128-byte line over 32 K steps,
-so most loads could hit L1 and wait little (a profile of where the consumer warps stall, per
-instruction, is the next step). Written with loads two steps' work before the next branch (the
-loop unrolled to four steps a turn, one branch point a half-turn), ptxas spilled and serialized
-the ``wgmma``; loading right after each issue, or both of the next turn's scales in the first
-half, was serialized or left a register move that waits. Not solved here.
-
-Tried and left out (compiled for sm_90a, not timed): scales copied by the consumers themselves
-with ``cp.async`` into shared memory, or copied there by the producer and multiplied by the
-consumers: in both ptxas serializes the ``wgmma`` (remark C7514: its accumulators copied in the
-K loop) as soon as a consumer multiplies two values read from shared memory; one value read and
-used as it is (the products above) compiles without the remark.
+In the compiled code (``tools/sass_waits.py`` decodes each instruction's scoreboard waits from
+``nvdisasm -hex``), ptxas waits for the scale loads in flight at the first branch after the K
+loop's back edge (the ``ready`` barrier's wait loop), and the loop loads the second half-turn's
+scales just before that back edge; all the scale loads count on one scoreboard, and a wait on it
+is a wait for every load on it. W's scale, a uniform value, is moved into a uniform register
+(``R2UR``) that waits for its load before the next branch too. Whether these waits are the cost is
+not measured: row-major scales reuse a 128-byte line over 32 K steps, so most loads could hit L1
+and wait little; ``tools/ncu_blockwise.sh`` profiles where the consumer warps stall. Written with
+the loads two steps' work before the next branch (the loop unrolled to four steps a turn, one
+branch point a half-turn), the kernel spilled and ptxas serialized its ``wgmma``; loading right
+after each issue, or both of the next turn's scales in the first half, was serialized or left a
+register move that waits; reading two scales from shared memory in the consumers and multiplying
+them was serialized too. Those versions are not kept.
 """
 import sys
 
@@ -105,37 +95,11 @@ def ones_for_scales(sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, str
 
 
 @gluon.jit
-def blockwise_tile_lead4(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
-                         stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
-    """``ws_gluon.blockwise_tile`` with each step's scales loaded four steps ahead (two pairs of
-    registers in a queue) in place of two."""
+def last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0, sb0, sa1, sb1, GROUP: gl.constexpr,
+               GROUPS: gl.constexpr):
+    """``ws_gluon.blockwise_tile``'s end, for the variants below: two steps left (the first in
+    flight in ``acc0``, their scales in ``sa0, sb0`` and ``sa1, sb1``), or one."""
     STAGES: gl.constexpr = b_bufs.type.shape[0]
-    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
-    nb = off_n // acc.type.shape[1]
-    last = k_first + k_steps - 1
-    sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
-    sa1, sb1 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
-                            stride_sbk, stride_sbn)
-    sa2, sb2 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 2, last), nb, M, stride_sam, stride_sak,
-                            stride_sbk, stride_sbn)
-    sa3, sb3 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 3, last), nb, M, stride_sam, stride_sak,
-                            stride_sbk, stride_sbn)
-    total = gl.zeros_like(acc)
-    acc1 = gl.zeros_like(acc)
-    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
-    for kk in range(0, k_steps - 2, 2):
-        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
-        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = blockwise_promote(empty, acc0, total, it + kk, sa0, sb0, STAGES)
-        sa0, sb0 = sa2, sb2
-        sa2, sb2 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + kk + 4, last), nb, M, stride_sam,
-                                stride_sak, stride_sbk, stride_sbn)
-        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
-        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
-        total = blockwise_promote(empty, acc1, total, it + kk + 1, sa1, sb1, STAGES)
-        sa1, sb1 = sa3, sb3
-        sa3, sb3 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + kk + 5, last), nb, M, stride_sam,
-                                stride_sak, stride_sbk, stride_sbn)
     if k_steps % 2 == 0:
         next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
         done0 = warpgroup_mma_wait(1, deps=(acc0,))
@@ -145,6 +109,42 @@ def blockwise_tile_lead4(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps
     else:
         done0 = warpgroup_mma_wait(0, deps=(acc0,))
         total = blockwise_promote(empty, done0, total, it + k_steps - 1, sa0, sb0, STAGES)
+    return total
+
+
+@gluon.jit
+def blockwise_tile_lead4(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
+                         stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """``ws_gluon.blockwise_tile`` with each step's scales loaded four steps ahead (two pairs of
+    registers in a queue) in place of two."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
+    nb = off_n // acc.type.shape[1]
+    last = k_first + k_steps - 1
+    sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
+    sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    sa2, sb2 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 2, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    sa3, sb3 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 3, last), nb, M, stride_sam, stride_sak,
+                            stride_sbk, stride_sbn)
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = blockwise_promote(empty, acc0, total, it + kk, sa0, sb0, STAGES)
+        sa0, sb0 = sa2, sb2
+        sa2, sb2 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 4, last), nb, M, stride_sam,
+                                stride_sak, stride_sbk, stride_sbn)
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        total = blockwise_promote(empty, acc1, total, it + kk + 1, sa1, sb1, STAGES)
+        sa1, sb1 = sa3, sb3
+        sa3, sb3 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 5, last), nb, M, stride_sam,
+                                stride_sak, stride_sbk, stride_sbn)
+    total = last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0, sb0, sa1, sb1, GROUP, GROUPS)
     return total, it + k_steps
 
 
@@ -157,15 +157,15 @@ def blockwise_tile_lead6(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps
     nb = off_n // acc.type.shape[1]
     last = k_first + k_steps - 1
     sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
-    sa1, sb1 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
+    sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
                             stride_sbk, stride_sbn)
-    sa2, sb2 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 2, last), nb, M, stride_sam, stride_sak,
+    sa2, sb2 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 2, last), nb, M, stride_sam, stride_sak,
                             stride_sbk, stride_sbn)
-    sa3, sb3 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 3, last), nb, M, stride_sam, stride_sak,
+    sa3, sb3 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 3, last), nb, M, stride_sam, stride_sak,
                             stride_sbk, stride_sbn)
-    sa4, sb4 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 4, last), nb, M, stride_sam, stride_sak,
+    sa4, sb4 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 4, last), nb, M, stride_sam, stride_sak,
                             stride_sbk, stride_sbn)
-    sa5, sb5 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + 5, last), nb, M, stride_sam, stride_sak,
+    sa5, sb5 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 5, last), nb, M, stride_sam, stride_sak,
                             stride_sbk, stride_sbn)
     total = gl.zeros_like(acc)
     acc1 = gl.zeros_like(acc)
@@ -176,24 +176,16 @@ def blockwise_tile_lead6(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps
         total = blockwise_promote(empty, acc0, total, it + kk, sa0, sb0, STAGES)
         sa0, sb0 = sa2, sb2
         sa2, sb2 = sa4, sb4
-        sa4, sb4 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + kk + 6, last), nb, M, stride_sam,
+        sa4, sb4 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 6, last), nb, M, stride_sam,
                                 stride_sak, stride_sbk, stride_sbn)
         acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
         acc1 = warpgroup_mma_wait(1, deps=(acc1,))
         total = blockwise_promote(empty, acc1, total, it + kk + 1, sa1, sb1, STAGES)
         sa1, sb1 = sa3, sb3
         sa3, sb3 = sa5, sb5
-        sa5, sb5 = block_scales(sa_ptr, sb_ptr, off_m, gl.minimum(k_first + kk + 7, last), nb, M, stride_sam,
+        sa5, sb5 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 7, last), nb, M, stride_sam,
                                 stride_sak, stride_sbk, stride_sbn)
-    if k_steps % 2 == 0:
-        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
-        done0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = blockwise_promote(empty, done0, total, it + k_steps - 2, sa0, sb0, STAGES)
-        done1 = warpgroup_mma_wait(0, deps=(next1,))
-        total = blockwise_promote(empty, done1, total, it + k_steps - 1, sa1, sb1, STAGES)
-    else:
-        done0 = warpgroup_mma_wait(0, deps=(acc0,))
-        total = blockwise_promote(empty, done0, total, it + k_steps - 1, sa0, sb0, STAGES)
+    total = last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0, sb0, sa1, sb1, GROUP, GROUPS)
     return total, it + k_steps
 
 
@@ -226,15 +218,7 @@ def blockwise_tile_pairs(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps
                                 stride_sbn)
         sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 3, last), nb, M, stride_sam,
                                 stride_sak, stride_sbk, stride_sbn)
-    if k_steps % 2 == 0:
-        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
-        done0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = blockwise_promote(empty, done0, total, it + k_steps - 2, sa0, sb0, STAGES)
-        done1 = warpgroup_mma_wait(0, deps=(next1,))
-        total = blockwise_promote(empty, done1, total, it + k_steps - 1, sa1, sb1, STAGES)
-    else:
-        done0 = warpgroup_mma_wait(0, deps=(acc0,))
-        total = blockwise_promote(empty, done0, total, it + k_steps - 1, sa0, sb0, STAGES)
+    total = last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0, sb0, sa1, sb1, GROUP, GROUPS)
     return total, it + k_steps
 
 
@@ -300,15 +284,7 @@ def blockwise_tile_copied(a_bufs, b_bufs, ready, empty, acc, it, c, k_first, k_s
         sa1, sb1 = read_scales(sa_bufs, sb_bufs, base, c + kk + 3, layout)
         copy_scales(sa_bufs, sb_bufs, base, c + kk + 5, sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 5, last), nb, M,
                     stride_sam, stride_sak, stride_sbk, stride_sbn)
-    if k_steps % 2 == 0:
-        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
-        done0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = blockwise_promote(empty, done0, total, it + k_steps - 2, sa0, sb0, STAGES)
-        done1 = warpgroup_mma_wait(0, deps=(next1,))
-        total = blockwise_promote(empty, done1, total, it + k_steps - 1, sa1, sb1, STAGES)
-    else:
-        done0 = warpgroup_mma_wait(0, deps=(acc0,))
-        total = blockwise_promote(empty, done0, total, it + k_steps - 1, sa0, sb0, STAGES)
+    total = last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0, sb0, sa1, sb1, GROUP, GROUPS)
     # the copies past the tile's last step are still in flight, into slots the next tile copies to
     # first: let them land (issued a step or more ago), so that none lands after the next tile's
     async_copy.wait_group(0)
@@ -378,61 +354,11 @@ def block_scales_per_thread(sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_
     return sa, gl.load(sb_ptr + kb * stride_sbk + nb * stride_sbn + rows // (M + 64))
 
 
-STAGED_REGISTERS = gl.constexpr([240, 32])  # the whole register file: 2 x 128 x 240 + 128 x 32
 @gluon.jit
-def staged_load_ring(a_desc, b_desc, a_bufs, b_bufs, scale_bufs, ready, empty, sa_ptr, sb_ptr, M, N, K, WHOLE_TILES,
-                     PIECES, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M: gl.constexpr,
-                     GROUPS: gl.constexpr):
-    """``ws_gluon.load_ring`` that also copies each K step's scales into its stage with ``cp.async``
-    (the tile's rows of A's at [0, GROUPS * SUB_M), W's block's once for each of SUB_M places after
-    them), each lane arriving on the stage's ``ready`` barrier once its copies land: the barrier
-    completes with the TMA bytes and the 32 lanes' copies."""
-    SUB_M: gl.constexpr = a_desc.block_type.shape[0]
-    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
-    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
-    STAGES: gl.constexpr = b_bufs.type.shape[0]
-    WIDTH: gl.constexpr = scale_bufs.type.shape[1]
-    lanes: gl.constexpr = gl.BlockedLayout([WIDTH // 32], [32], [1], [0])
-    i = gl.arange(0, WIDTH, layout=lanes)
-    units, rest, k_steps = W.program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N, BLOCK_K)
-    it = 0
-    for u in range(units):
-        tile, _, k_first, k_last = W.work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
-        off_m, off_n = W.unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, 0, GROUPS)
-        rows = off_m + i
-        is_a = i < GROUPS * SUB_M
-        a_src = sa_ptr + rows * stride_sam
-        b_src = sb_ptr + (off_n // BLOCK_N) * stride_sbn + i * 0
-        for kk in range(k_first, k_last):
-            s = it % STAGES
-            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
-            bar = ready.index(s)
-            W.load_stage(a_desc, b_desc, a_bufs, b_bufs, bar, s, off_m, off_n, kk * BLOCK_K, GROUPS)
-            src = gl.where(is_a, a_src + kk * stride_sak, b_src + kk * stride_sbk)
-            async_copy.async_copy_global_to_shared(scale_bufs.index(s), src, mask=(~is_a) | (rows < M))
-            async_copy.mbarrier_arrive(bar, increment_count=False)
-            it += 1
-
-
-@gluon.jit
-def staged_promote(empty, acc, total, r, scale_bufs, GROUP: gl.constexpr, GROUPS: gl.constexpr,
-                   STAGES: gl.constexpr):
-    """``ws_gluon.blockwise_promote`` with ring step ``r``'s scales read from its stage (before the
-    stage is handed back)."""
-    SUB_M: gl.constexpr = acc.type.shape[0]
-    layout: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
-    stage = scale_bufs.index(r % STAGES)
-    sa = stage.slice(GROUP * SUB_M, SUB_M).load(layout)
-    sb = stage.slice(GROUPS * SUB_M, SUB_M).load(layout)
-    mbarrier.arrive(empty.index(r % STAGES))
-    return gl.fma(acc, (sa * sb)[:, None], total)
-
-
-@gluon.jit
-def staged_tile(a_bufs, b_bufs, scale_bufs, ready, empty, acc, it, k_steps, GROUP: gl.constexpr,
-                GROUPS: gl.constexpr):
+def product_tile(a_bufs, b_bufs, scale_bufs, ready, empty, acc, it, k_steps, GROUP: gl.constexpr,
+                 GROUPS: gl.constexpr):
     """``ws_gluon.blockwise_tile`` with each step's scales read from its stage of the ring, where
-    the producer put them (``staged_load_ring``): no global load in the consumer."""
+    the producer put them (``premul_load_ring``): no global load in the consumer."""
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     total = gl.zeros_like(acc)
     acc1 = gl.zeros_like(acc)
@@ -440,76 +366,27 @@ def staged_tile(a_bufs, b_bufs, scale_bufs, ready, empty, acc, it, k_steps, GROU
     for kk in range(0, k_steps - 2, 2):
         acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
         acc0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = staged_promote(empty, acc0, total, it + kk, scale_bufs, GROUP, GROUPS, STAGES)
+        total = product_promote(empty, acc0, total, it + kk, scale_bufs, GROUP, GROUPS, STAGES)
         acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
         acc1 = warpgroup_mma_wait(1, deps=(acc1,))
-        total = staged_promote(empty, acc1, total, it + kk + 1, scale_bufs, GROUP, GROUPS, STAGES)
+        total = product_promote(empty, acc1, total, it + kk + 1, scale_bufs, GROUP, GROUPS, STAGES)
     if k_steps % 2 == 0:
         next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
         done0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = staged_promote(empty, done0, total, it + k_steps - 2, scale_bufs, GROUP, GROUPS, STAGES)
+        total = product_promote(empty, done0, total, it + k_steps - 2, scale_bufs, GROUP, GROUPS, STAGES)
         done1 = warpgroup_mma_wait(0, deps=(next1,))
-        total = staged_promote(empty, done1, total, it + k_steps - 1, scale_bufs, GROUP, GROUPS, STAGES)
+        total = product_promote(empty, done1, total, it + k_steps - 1, scale_bufs, GROUP, GROUPS, STAGES)
     else:
         done0 = warpgroup_mma_wait(0, deps=(acc0,))
-        total = staged_promote(empty, done0, total, it + k_steps - 1, scale_bufs, GROUP, GROUPS, STAGES)
+        total = product_promote(empty, done0, total, it + k_steps - 1, scale_bufs, GROUP, GROUPS, STAGES)
     return total, it + k_steps
 
 
 @gluon.jit
-def stage_scales(scale_bufs, r, layout: gl.constexpr, GROUP: gl.constexpr, GROUPS: gl.constexpr):
-    """Ring step ``r``'s scales for group GROUP's rows, multiplied (A's by W's), from its stage."""
-    SUB_M: gl.constexpr = scale_bufs.type.shape[1] // (2 * GROUPS)
-    stage = scale_bufs.index(r % scale_bufs.type.shape[0])
-    return stage.slice(GROUP * SUB_M, SUB_M).load(layout) * stage.slice(GROUPS * SUB_M, SUB_M).load(layout)
-
-
-@gluon.jit
-def early_promote(empty, acc, total, r, s, STAGES: gl.constexpr):
-    """Ring step ``r``'s sum into ``total`` times its scales ``s``, read before; its stage handed back."""
-    mbarrier.arrive(empty.index(r % STAGES))
-    return gl.fma(acc, s[:, None], total)
-
-
-@gluon.jit
-def early_tile(a_bufs, b_bufs, scale_bufs, ready, empty, acc, it, k_steps, GROUP: gl.constexpr,
-               GROUPS: gl.constexpr):
-    """``staged_tile`` with each step's scales read (and multiplied) from its stage right after the
-    next step's ``wgmma`` is issued, before the step's own is waited for."""
-    STAGES: gl.constexpr = b_bufs.type.shape[0]
-    layout: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
-    total = gl.zeros_like(acc)
-    acc1 = gl.zeros_like(acc)
-    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
-    for kk in range(0, k_steps - 2, 2):
-        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
-        s0 = stage_scales(scale_bufs, it + kk, layout, GROUP, GROUPS)
-        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = early_promote(empty, acc0, total, it + kk, s0, STAGES)
-        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
-        s1 = stage_scales(scale_bufs, it + kk + 1, layout, GROUP, GROUPS)
-        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
-        total = early_promote(empty, acc1, total, it + kk + 1, s1, STAGES)
-    if k_steps % 2 == 0:
-        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
-        s0 = stage_scales(scale_bufs, it + k_steps - 2, layout, GROUP, GROUPS)
-        done0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = early_promote(empty, done0, total, it + k_steps - 2, s0, STAGES)
-        s1 = stage_scales(scale_bufs, it + k_steps - 1, layout, GROUP, GROUPS)
-        done1 = warpgroup_mma_wait(0, deps=(next1,))
-        total = early_promote(empty, done1, total, it + k_steps - 1, s1, STAGES)
-    else:
-        s0 = stage_scales(scale_bufs, it + k_steps - 1, layout, GROUP, GROUPS)
-        done0 = warpgroup_mma_wait(0, deps=(acc0,))
-        total = early_promote(empty, done0, total, it + k_steps - 1, s0, STAGES)
-    return total, it + k_steps
-
-
-@gluon.jit
-def _staged_consumer(a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
+def _product_consumer(a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
                      arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, SPLIT: gl.constexpr,
                      GROUP: gl.constexpr, GROUPS: gl.constexpr, num_warps: gl.constexpr):
-    """``ws_gluon._blockwise_consumer`` with ``staged_tile``."""
+    """``ws_gluon._blockwise_consumer`` with ``product_tile``."""
     SUB_M: gl.constexpr = c_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
     BUFS: gl.constexpr = W.output_buffers(c_desc.block_type.shape[1], BLOCK_N)
@@ -520,43 +397,14 @@ def _staged_consumer(a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c
     for u in range(units):
         tile, piece, k_first, k_last = W.work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
         off_m, off_n = W.unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
-        acc, it = staged_tile(a_bufs, b_bufs, scale_bufs, ready, empty, acc, it, k_last - k_first, GROUP, GROUPS)
+        acc, it = product_tile(a_bufs, b_bufs, scale_bufs, ready, empty, acc, it, k_last - k_first, GROUP, GROUPS)
         W.finish_unit(acc, 1.0, 1.0, c_desc, c_bufs, partials_ptr, arrivals_ptr, ones_ptr, ones_ptr, off_m, off_n,
                       M, N, tile, piece, WHOLE_TILES, PIECES, False, False, SPLIT, GROUP, GROUPS, GROUP * BUFS,
                       num_warps)
     tma.store_wait(0)
 
 
-@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
-def gluon_staged_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partials_ptr, arrivals_ptr, M, N, K,
-                        WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr, ROW_A: gl.constexpr,
-                        ROW_B: gl.constexpr, PRECISE: gl.constexpr, SPLIT: gl.constexpr,
-                        num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1, stride_sam=1, stride_sak=1,
-                        stride_sbk=1, stride_sbn=1, ones_ptr=None):
-    """``ws_gluon.gluon_blockwise_kernel`` with the scales in the ring: the producer copies each K
-    step's into its stage beside A's and W's blocks (3 x 64 float32 a stage)."""
-    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
-    GROUPS: gl.constexpr = W.PAIRED_GROUPS
-    a_bufs = gl.allocate_shared_memory(a_desc.dtype, [STAGES * GROUPS] + a_desc.block_type.shape, a_desc.layout)
-    b_bufs = gl.allocate_shared_memory(b_desc.dtype, [STAGES] + b_desc.block_type.shape, b_desc.layout)
-    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
-    scale_bufs = gl.allocate_shared_memory(gl.float32, [STAGES, 2 * GROUPS * SUB_M], flat)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1 + 32)  # the expect, and each producer lane's copies
-        mbarrier.init(empty.index(i), count=GROUPS)
-    c_bufs = W.allocate_outputs(c_desc, b_desc, GROUPS)
-    gl.warp_specialize([
-        (_staged_consumer, (a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
-                            arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, SPLIT, 0, GROUPS, 4)),
-        (_staged_consumer, (a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
-                            arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, SPLIT, 1, GROUPS, 4)),
-        (staged_load_ring, (a_desc, b_desc, a_bufs, b_bufs, scale_bufs, ready, empty, scale_a_ptr, scale_b_ptr, M, N, K,
-                            WHOLE_TILES, PIECES, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP_M, GROUPS)),
-    ], W.PAIRED_WORKERS, STAGED_REGISTERS)
-
-
+PREMUL_REGISTERS = gl.constexpr([240, 32])  # the whole register file: 2 x 128 x 240 + 128 x 32
 RAW_SLOTS = gl.constexpr(4)  # the producer's raw copies in flight: steps t - 2 .. t, and one spare
 
 
@@ -650,22 +498,14 @@ def gluon_premul_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, partia
         mbarrier.init(empty.index(i), count=GROUPS)
     c_bufs = W.allocate_outputs(c_desc, b_desc, GROUPS)
     gl.warp_specialize([
-        (_staged_consumer, (a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
+        (_product_consumer, (a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
                             arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, SPLIT, 0, GROUPS, 4)),
-        (_staged_consumer, (a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
+        (_product_consumer, (a_desc, c_desc, a_bufs, b_bufs, scale_bufs, ready, empty, c_bufs, ones_ptr, partials_ptr,
                             arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, SPLIT, 1, GROUPS, 4)),
         (premul_load_ring, (a_desc, b_desc, a_bufs, b_bufs, raw_bufs, scale_bufs, ready, empty, scale_a_ptr,
                             scale_b_ptr, M, N, K, WHOLE_TILES, PIECES, stride_sam, stride_sak, stride_sbk,
                             stride_sbn, GROUP_M, GROUPS)),
-    ], W.PAIRED_WORKERS, STAGED_REGISTERS)
-
-
-def _premul():
-    """gluon_premul_kernel, its consumers promoting with ``product_promote``."""
-    names = dict(vars(sys.modules[__name__]), staged_promote=product_promote)
-    for n in ("staged_tile", "_staged_consumer"):
-        names[n] = _rebound(globals()[n], names)
-    return {"blockwise": _rebound(gluon_premul_kernel, names)}
+    ], W.PAIRED_WORKERS, PREMUL_REGISTERS)
 
 
 def _variant(**replaced):
@@ -693,7 +533,7 @@ VARIANTS = ("ahead", "per_thread", "premul", "pairs", "copied", "ffma")
 
 def main():
     no_loads = _without_scale_loads()
-    premul = _premul()
+    premul = {"blockwise": gluon_premul_kernel}
     lead4, lead6 = _variant(blockwise_tile=blockwise_tile_lead4), _variant(blockwise_tile=blockwise_tile_lead6)
     per_thread = _variant(block_scales=block_scales_per_thread)
     pairs = _variant(blockwise_tile=blockwise_tile_pairs)
@@ -754,7 +594,8 @@ def main():
             if not cfg.kwargs["SPLIT"]:
                 fns[f"no scale loads, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg,
                                                                                        kernels=no_loads)
-                paired = W.make_gluon_config("paired", 128, 128, 128, 5, group_m=cfg.kwargs["GROUP_M"])
+                paired = next(c for c in W.GLUON_PRECISE_CONFIGS if c.kwargs["KIND"] == "paired" and
+                              c.num_stages == 5 and not c.kwargs["SPLIT"] and c.kwargs["GROUP_M"] == cfg.kwargs["GROUP_M"])
                 fns[f"paired, per tensor, GROUP_M {g}"] = (
                     lambda cfg=paired: W.launch_gluon(ops_t, out, True, config=cfg))
         for n, fn in fns.items():  # the real ones checked against float64, output poisoned first

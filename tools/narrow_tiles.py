@@ -27,9 +27,10 @@ against float64 (output poisoned first) and timed in the kernel harness in one r
 On an H100 (``results/narrow_tiles_h100.json``, 2026-12-05, 0 failed checks; not yet on the H200)
 the narrow tiles win on 512 x 12288 x 3072 only, at 7 stages: per tensor 0.960x cuBLAS precise
 (``scaled_mm`` 0.829x) and 0.967x fast (0.908x), per row 1.074x (0.947x) and 1.054x (0.996x).
-Everywhere else they lose, to 0.68 to 0.91x cuBLAS where ``scaled_mm`` runs 0.90 to 1.13x (and
-0.92 to 0.99x on 512 x 3072 x 12288): two ``wgmma`` of 64 and 32 columns read A's block twice
-from shared memory for three quarters of the work of one 128 wide. Not in the package.
+Everywhere else they lose, to 0.68 to 0.91x cuBLAS where ``scaled_mm`` runs 0.87 to 1.13x (and
+0.92 to 0.99x on 512 x 3072 x 12288). The design reads A's block from shared memory twice a K
+step (a ``wgmma`` of 64 columns and one of 32) for three quarters of the columns of one 128 wide,
+the likely cost (not profiled). Not in the package.
 """
 import sys
 
