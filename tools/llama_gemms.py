@@ -63,6 +63,29 @@ def timed_configs(configs, M: int, N: int, K: int, num_sms: int) -> dict:
             and (not c.kwargs["SPLIT"] or W.gluon_plan(c, M, N, K, num_sms)[1] > 1)}
 
 
+def checked_configs(sweep, p, ops, configs: dict, candidates: dict, precise: bool, out):
+    """Each of ``configs`` (by ``key``) launched into ``out``, poisoned first, and checked against
+    ``p``'s float64 reference: the timed callables of those that build and pass, by label, and for
+    each label whether it is one of ``candidates``. One that does not build is logged and left out;
+    one that fails its check is counted as a failed check of ``sweep``."""
+    fns, names = {}, {}
+    for k, cfg in configs.items():
+        label = describe_config(cfg)
+        fp8.poison(out)
+        try:
+            W.launch_gluon(ops, out, precise, config=cfg)
+        except Exception as e:  # a configuration that does not build is logged and left out
+            sweep.log(f"{p.shape} {label}: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
+            continue
+        err = rel_error(p.checked(out).float(), p.reference)
+        if not err < tolerance(torch.bfloat16, precise):
+            sweep.fail(f"{p.shape} {label}: rel. error {err:.2e}")
+            continue
+        names[label] = k in candidates
+        fns[label] = lambda cfg=cfg: W.launch_gluon(ops, out, precise, config=cfg)
+    return fns, names
+
+
 def main():
     Ms = [int(a) for a in sys.argv[1:]] or [1024, 4096, 16384]
     sweep = results.Sweep(NAME)
@@ -84,22 +107,9 @@ def main():
             plan = gemm.plan_of(p.a, p.b, p.scale_a, p.scale_b, out=auto)
             chosen = plan.kernel + (f" {describe_config(plan.config)}" if plan.config is not None else "")
             fns["scaled_mm"] = lambda p=p, auto=auto: fp8.scaled_mm(p.a, p.b, p.scale_a, p.scale_b, out=auto)
-            names = {}
             out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")  # one output for all: they run in turn
-            for k, cfg in configs.items():
-                label = describe_config(cfg)
-                fp8.poison(out)
-                try:
-                    W.launch_gluon(ops, out, False, config=cfg)
-                except Exception as e:  # a configuration that does not build is logged and left out
-                    log(f"{p.shape} {label}: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
-                    continue
-                err = rel_error(p.checked(out).float(), p.reference)
-                if not err < tolerance(torch.bfloat16, False):
-                    sweep.fail(f"{p.shape} {label}: rel. error {err:.2e}")
-                    continue
-                names[label] = k in candidates
-                fns[label] = (lambda cfg=cfg, ops=ops, out=out: W.launch_gluon(ops, out, False, config=cfg))
+            checked, names = checked_configs(sweep, p, ops, configs, candidates, False, out)
+            fns.update(checked)
             timed = bench.benchmark(fns, flops=p.flops, reps=20)
             base = timed["cuBLAS"].median_ms
             for n, r in timed.items():

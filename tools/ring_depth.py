@@ -47,7 +47,6 @@ import torch
 import triton
 
 import fp8_tutorial as fp8
-from fp8_tutorial.checks import rel_error, tolerance
 from fp8_tutorial.gemm import check_operands
 from fp8_tutorial.kernels import ws_gluon as W
 from fp8_tutorial.kernels.host import describe_config, sm_count
@@ -56,7 +55,7 @@ from fp8_tutorial.measure.contenders import REGISTRY, make_problem
 from fp8_tutorial.measure.model import LLAMA3_8B
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from llama_gemms import timed_configs  # noqa: E402  (the same cut to what fits)
+from llama_gemms import checked_configs, timed_configs  # noqa: E402  (the same cut and checks)
 
 NAME = "ring_depth"
 # (M, K, N): chapter 11's lowest block-wise cells at M >= 1024, then Llama-3-8B's prefill at 16384
@@ -88,21 +87,8 @@ def sweep_cells(sweep, kind: str, recipe: str, cells) -> None:
         extra = {k: c for k, c in timed_configs(deeper(kind), M, N, K, num_sms).items() if k not in candidates}
         fns = {"cuBLAS": REGISTRY[f"cublas/{recipe}/precise"].build(p)}
         out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")  # one output for all: they run in turn
-        names = {}
-        for k, cfg in {**candidates, **extra}.items():
-            label = describe_config(cfg)
-            fp8.poison(out)
-            try:
-                W.launch_gluon(ops, out, True, config=cfg)
-            except Exception as e:  # a configuration that does not build is logged and left out
-                log(f"{p.shape} {label}: {type(e).__name__}: {str(e).splitlines()[0][:100]}")
-                continue
-            err = rel_error(p.checked(out).float(), p.reference)
-            if not err < tolerance(torch.bfloat16, True):
-                sweep.fail(f"{p.shape} {recipe} {label}: rel. error {err:.2e}")
-                continue
-            names[label] = k in candidates
-            fns[label] = (lambda cfg=cfg, ops=ops, out=out: W.launch_gluon(ops, out, True, config=cfg))
+        checked, names = checked_configs(sweep, p, ops, {**candidates, **extra}, candidates, True, out)
+        fns.update(checked)
         timed = bench.benchmark(fns, flops=p.flops, reps=20)
         base = timed["cuBLAS"].median_ms
         for n, r in timed.items():
