@@ -15,7 +15,7 @@ scales) are checked against float64, output poisoned first:
   compiler folds the multiply-add into an add (timing only: its output is wrong on purpose);
 - ``paired, per tensor``: ``gluon_paired_kernel`` with precise accumulation on the same operands
   with one scale each;
-- ``ahead``: the scales loaded 4 or 6 K steps ahead in place of 2 (``blockwise_tile_lead4``, ``_lead6``);
+- ``ahead``: the scales loaded 4 or 6 K steps ahead in place of 2 (``blockwise_tile_ahead``);
 - ``per_thread``: W's block scale loaded by every thread into its own registers
   (``block_scales_per_thread``): in the package's kernel ptxas moves it into a uniform register,
   which waits for the load;
@@ -113,10 +113,12 @@ def last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0
 
 
 @gluon.jit
-def blockwise_tile_lead4(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
-                         stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
-    """``ws_gluon.blockwise_tile`` with each step's scales loaded four steps ahead (two pairs of
-    registers in a queue) in place of two."""
+def blockwise_tile_ahead(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
+                         stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr,
+                         AHEAD: gl.constexpr):
+    """``ws_gluon.blockwise_tile`` with each step's scales loaded AHEAD (4 or 6) steps ahead in
+    place of two: AHEAD / 2 pairs of registers in a queue for each of the two accumulators' steps."""
+    gl.static_assert((AHEAD == 4) | (AHEAD == 6), "scales are loaded 4 or 6 steps ahead")
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
     nb = off_n // acc.type.shape[1]
@@ -128,6 +130,11 @@ def blockwise_tile_lead4(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps
                             stride_sbk, stride_sbn)
     sa3, sb3 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 3, last), nb, M, stride_sam, stride_sak,
                             stride_sbk, stride_sbn)
+    if AHEAD == 6:
+        sa4, sb4 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 4, last), nb, M, stride_sam, stride_sak,
+                                stride_sbk, stride_sbn)
+        sa5, sb5 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 5, last), nb, M, stride_sam, stride_sak,
+                                stride_sbk, stride_sbn)
     total = gl.zeros_like(acc)
     acc1 = gl.zeros_like(acc)
     acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
@@ -136,57 +143,42 @@ def blockwise_tile_lead4(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps
         acc0 = warpgroup_mma_wait(1, deps=(acc0,))
         total = blockwise_promote(empty, acc0, total, it + kk, sa0, sb0, STAGES)
         sa0, sb0 = sa2, sb2
-        sa2, sb2 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 4, last), nb, M, stride_sam,
-                                stride_sak, stride_sbk, stride_sbn)
+        if AHEAD == 6:
+            sa2, sb2 = sa4, sb4
+            sa4, sb4 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 6, last), nb, M, stride_sam,
+                                    stride_sak, stride_sbk, stride_sbn)
+        else:
+            sa2, sb2 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 4, last), nb, M, stride_sam,
+                                    stride_sak, stride_sbk, stride_sbn)
         acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
         acc1 = warpgroup_mma_wait(1, deps=(acc1,))
         total = blockwise_promote(empty, acc1, total, it + kk + 1, sa1, sb1, STAGES)
         sa1, sb1 = sa3, sb3
-        sa3, sb3 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 5, last), nb, M, stride_sam,
-                                stride_sak, stride_sbk, stride_sbn)
+        if AHEAD == 6:
+            sa3, sb3 = sa5, sb5
+            sa5, sb5 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 7, last), nb, M, stride_sam,
+                                    stride_sak, stride_sbk, stride_sbn)
+        else:
+            sa3, sb3 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 5, last), nb, M, stride_sam,
+                                    stride_sak, stride_sbk, stride_sbn)
     total = last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0, sb0, sa1, sb1, GROUP, GROUPS)
     return total, it + k_steps
 
 
 @gluon.jit
+def blockwise_tile_lead4(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
+                         stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """``blockwise_tile_ahead`` 4 steps ahead, with ``ws_gluon.blockwise_tile``'s parameters."""
+    return blockwise_tile_ahead(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n,
+                                M, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP, GROUPS, 4)
+
+
+@gluon.jit
 def blockwise_tile_lead6(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
                          stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
-    """``ws_gluon.blockwise_tile`` with each step's scales loaded six steps ahead."""
-    STAGES: gl.constexpr = b_bufs.type.shape[0]
-    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
-    nb = off_n // acc.type.shape[1]
-    last = k_first + k_steps - 1
-    sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
-    sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
-                            stride_sbk, stride_sbn)
-    sa2, sb2 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 2, last), nb, M, stride_sam, stride_sak,
-                            stride_sbk, stride_sbn)
-    sa3, sb3 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 3, last), nb, M, stride_sam, stride_sak,
-                            stride_sbk, stride_sbn)
-    sa4, sb4 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 4, last), nb, M, stride_sam, stride_sak,
-                            stride_sbk, stride_sbn)
-    sa5, sb5 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 5, last), nb, M, stride_sam, stride_sak,
-                            stride_sbk, stride_sbn)
-    total = gl.zeros_like(acc)
-    acc1 = gl.zeros_like(acc)
-    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
-    for kk in range(0, k_steps - 2, 2):
-        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
-        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = blockwise_promote(empty, acc0, total, it + kk, sa0, sb0, STAGES)
-        sa0, sb0 = sa2, sb2
-        sa2, sb2 = sa4, sb4
-        sa4, sb4 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 6, last), nb, M, stride_sam,
-                                stride_sak, stride_sbk, stride_sbn)
-        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
-        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
-        total = blockwise_promote(empty, acc1, total, it + kk + 1, sa1, sb1, STAGES)
-        sa1, sb1 = sa3, sb3
-        sa3, sb3 = sa5, sb5
-        sa5, sb5 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 7, last), nb, M, stride_sam,
-                                stride_sak, stride_sbk, stride_sbn)
-    total = last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0, sb0, sa1, sb1, GROUP, GROUPS)
-    return total, it + k_steps
+    """``blockwise_tile_ahead`` 6 steps ahead."""
+    return blockwise_tile_ahead(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n,
+                                M, stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP, GROUPS, 6)
 
 
 @gluon.jit
