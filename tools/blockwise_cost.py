@@ -29,9 +29,11 @@ scales) are checked against float64, output poisoned first:
   (``gluon_copied_kernel``; each thread copies the values it reads, so its own ``wait_group``
   suffices if every thread issues its copies, repeated values included);
 - ``ffma``: no load, A's scales 1.0 in registers the compiler cannot fold (``ones_in_registers``):
-  the multiply-add by a value a row, alone (timing only).
+  the multiply-add by a value a row, alone (timing only);
+- ``early``: both of a turn's next scales loaded in its first half, W's per thread
+  (``blockwise_tile_early``; not yet run on a GPU).
 
-    python3 tools/blockwise_cost.py [cells] [ahead] [per_thread] [premul] [pairs] [copied] [ffma]
+    python3 tools/blockwise_cost.py [cells] [ahead] [per_thread] [premul] [pairs] [copied] [ffma] [early]
     # default: all cells, premul; a number: the first that many cells
 
 Saves ``results/blockwise_cost_<gpu>.json``. On an H100, 2026-12-05 (this GPU only; 0 failed
@@ -65,7 +67,8 @@ the loads two steps' work before the next branch (the loop unrolled to four step
 branch point a half-turn), the kernel spilled and ptxas serialized its ``wgmma``; loading right
 after each issue, or both of the next turn's scales in the first half, was serialized or left a
 register move that waits; reading two scales from shared memory in the consumers and multiplying
-them was serialized too. Those versions are not kept.
+them was serialized too. Those versions are not kept. ``early`` compiles without spills or
+remarks, its loads first waited for a step after they are issued.
 """
 import sys
 
@@ -182,6 +185,43 @@ def blockwise_tile_lead6(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps
 
 
 @gluon.jit
+def blockwise_tile_early(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
+                         stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """``ws_gluon.blockwise_tile`` loading both of the next turn's scales in the first half of a
+    turn: the second step's scales are multiplied first (their product kept for its promotion), so
+    that their registers take the next ones without a move, and W's scale is loaded by every thread
+    (``block_scales_per_thread``: no uniform register waiting for it). ptxas waits for the loads in
+    flight at the top of the loop; the package's loop loads the second step's scales just before it,
+    this one a step earlier. In its compiled code (``tools/sass_waits.py``) the first wait for them
+    is the next turn's first multiply, a step after they were issued."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
+    nb = off_n // acc.type.shape[1]
+    last = k_first + k_steps - 1
+    sa0, sb0 = block_scales_per_thread(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk,
+                                       stride_sbn)
+    sa1, sb1 = block_scales_per_thread(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 1, last), nb, M, stride_sam,
+                                       stride_sak, stride_sbk, stride_sbn)
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = blockwise_promote(empty, acc0, total, it + kk, sa0, sb0, STAGES)
+        s1 = sa1 * sb1
+        sa0, sb0 = block_scales_per_thread(sa_ptr, sb_ptr, rows, k_first + kk + 2, nb, M, stride_sam, stride_sak,
+                                           stride_sbk, stride_sbn)
+        sa1, sb1 = block_scales_per_thread(sa_ptr, sb_ptr, rows, gl.minimum(k_first + kk + 3, last), nb, M,
+                                           stride_sam, stride_sak, stride_sbk, stride_sbn)
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        total = blockwise_promote(empty, acc1, total, it + kk + 1, s1, 1.0, STAGES)
+    total = last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0, sb0, sa1, sb1, GROUP, GROUPS)
+    return total, it + k_steps
+
+
+@gluon.jit
 def blockwise_tile_pairs(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
                          stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
     """``ws_gluon.blockwise_tile`` handing its stages back in pairs, once a turn (two steps), and
@@ -218,7 +258,8 @@ SCALE_SLOTS = gl.constexpr(4)  # a consumer group's slots for scales copied ahea
 
 
 @gluon.jit
-def copy_scales(sa_bufs, sb_bufs, base, c, sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn):
+def copy_scales(sa_bufs, sb_bufs, base, c, sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, stride_sbk,
+                stride_sbn):
     """Start copying K block ``kb``'s scales into the group's slot ``base + c % SCALE_SLOTS`` with
     ``cp.async`` (one commit group): no register waits on it, and no barrier does either. Each
     thread copies the values it will read (the rows' layout), so its own ``wait_group`` is all a
@@ -253,7 +294,8 @@ def blockwise_tile_copied(a_bufs, b_bufs, ready, empty, acc, it, c, k_first, k_s
     nb = off_n // acc.type.shape[1]
     last = k_first + k_steps - 1
     for j in gl.static_range(4):
-        copy_scales(sa_bufs, sb_bufs, base, c + j, sa_ptr, sb_ptr, rows, gl.minimum(k_first + j, last), nb, M, stride_sam,
+        copy_scales(sa_bufs, sb_bufs, base, c + j, sa_ptr, sb_ptr, rows, gl.minimum(k_first + j, last), nb, M,
+                    stride_sam,
                     stride_sak, stride_sbk, stride_sbn)
     async_copy.wait_group(2)
     s0 = base + c % SCALE_SLOTS
@@ -302,8 +344,8 @@ def _copied_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, c_bufs, sa_bu
         tile, piece, k_first, k_last = W.work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
         off_m, off_n = W.unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
         acc, it, c = blockwise_tile_copied(a_bufs, b_bufs, ready, empty, acc, it, c, k_first, k_last - k_first,
-                                           sa_bufs, sb_bufs, GROUP * SCALE_SLOTS, sa_ptr, sb_ptr, off_m, off_n, M, stride_sam, stride_sak,
-                                           stride_sbk, stride_sbn, GROUP, GROUPS)
+                                           sa_bufs, sb_bufs, GROUP * SCALE_SLOTS, sa_ptr, sb_ptr, off_m, off_n, M,
+                                           stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP, GROUPS)
         W.finish_unit(acc, 1.0, 1.0, c_desc, c_bufs, partials_ptr, arrivals_ptr, ones_ptr, ones_ptr, off_m, off_n,
                       M, N, tile, piece, WHOLE_TILES, PIECES, False, False, SPLIT, GROUP, GROUPS, GROUP * BUFS,
                       num_warps)
@@ -520,7 +562,7 @@ def _without_scale_loads():
     return _variant(block_scales=ones_for_scales)
 
 
-VARIANTS = ("ahead", "per_thread", "premul", "pairs", "copied", "ffma")
+VARIANTS = ("ahead", "per_thread", "premul", "pairs", "copied", "ffma", "early")
 
 
 def main():
@@ -531,6 +573,7 @@ def main():
     pairs = _variant(blockwise_tile=blockwise_tile_pairs)
     copied = {"blockwise": gluon_copied_kernel}
     ffma = _variant(block_scales=ones_in_registers)
+    early = _variant(blockwise_tile=blockwise_tile_early)
     sweep = results.Sweep("blockwise_cost")
     counts = [int(a) for a in sys.argv[1:] if a.isdigit()]
     cells = CELLS[:counts[0]] if counts else CELLS
@@ -565,6 +608,11 @@ def main():
                         lambda cfg=cfg, k=kernels: W.launch_gluon(ops, out, True, config=cfg, kernels=k))
                     fns[f"M-major, {name}, GROUP_M {g}"] = (
                         lambda cfg=cfg, k=kernels: W.launch_gluon(ops_m, out, True, config=cfg, kernels=k))
+            if "early" in variants:
+                fns[f"row-major, loaded a step earlier, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=early))
+                fns[f"M-major, loaded a step earlier, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=early))
             if "ffma" in variants and not cfg.kwargs["SPLIT"]:
                 fns[f"ones in registers, GROUP_M {g}"] = (
                     lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=ffma))
@@ -587,7 +635,8 @@ def main():
                 fns[f"no scale loads, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg,
                                                                                        kernels=no_loads)
                 paired = next(c for c in W.GLUON_PRECISE_CONFIGS if c.kwargs["KIND"] == "paired" and
-                              c.num_stages == 5 and not c.kwargs["SPLIT"] and c.kwargs["GROUP_M"] == cfg.kwargs["GROUP_M"])
+                              c.num_stages == 5 and not c.kwargs["SPLIT"] and
+                              c.kwargs["GROUP_M"] == cfg.kwargs["GROUP_M"])
                 fns[f"paired, per tensor, GROUP_M {g}"] = (
                     lambda cfg=paired: W.launch_gluon(ops_t, out, True, config=cfg))
         for n, fn in fns.items():  # the real ones checked against float64, output poisoned first
@@ -604,7 +653,8 @@ def main():
         for n, r in timed.items():
             records.append(dict(shape=p.shape, M=M, K=K, N=N, variant=n, tflops=r.tflops, median_us=r.median_ms * 1e3,
                                 ratio=base / r.median_ms))
-        log(f"{p.shape:>18}: " + "; ".join(f"{n} {r.tflops:5.0f} ({base / r.median_ms:.3f}x)" for n, r in timed.items()))
+        log(f"{p.shape:>18}: "
+            + "; ".join(f"{n} {r.tflops:5.0f} ({base / r.median_ms:.3f}x)" for n, r in timed.items()))
         sweep.save()
         fns = p = None  # (the next cell rebinds the rest)
         torch.cuda.empty_cache()
