@@ -98,6 +98,26 @@ def ones_for_scales(sa_ptr, sb_ptr, rows, kb, nb, M, stride_sam, stride_sak, str
 
 
 @gluon.jit
+def first_steps(a_bufs, b_bufs, ready, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M, stride_sam,
+                stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr,
+                SCALES: gl.constexpr):
+    """The start the variants below share with ``ws_gluon.blockwise_tile``: the group's rows, the
+    tile's weight block and last K step, the first two steps' scales (loaded by SCALES, a function
+    with ``ws_gluon.block_scales``'s parameters), the float32 total and the second accumulator at
+    zero, and the first step's ``wgmma`` issued."""
+    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
+    nb = off_n // acc.type.shape[1]
+    last = k_first + k_steps - 1
+    sa0, sb0 = SCALES(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
+    sa1, sb1 = SCALES(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak, stride_sbk,
+                      stride_sbn)
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    return rows, nb, last, sa0, sb0, sa1, sb1, total, acc1, acc0
+
+
+@gluon.jit
 def last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0, sb0, sa1, sb1, GROUP: gl.constexpr,
                GROUPS: gl.constexpr):
     """``ws_gluon.blockwise_tile``'s end, for the variants below: two steps left (the first in
@@ -195,16 +215,9 @@ def blockwise_tile_early(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps
     this one a step earlier. In its compiled code (``tools/sass_waits.py``) the first wait for them
     is the next turn's first multiply, a step after they were issued."""
     STAGES: gl.constexpr = b_bufs.type.shape[0]
-    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
-    nb = off_n // acc.type.shape[1]
-    last = k_first + k_steps - 1
-    sa0, sb0 = block_scales_per_thread(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk,
-                                       stride_sbn)
-    sa1, sb1 = block_scales_per_thread(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 1, last), nb, M, stride_sam,
-                                       stride_sak, stride_sbk, stride_sbn)
-    total = gl.zeros_like(acc)
-    acc1 = gl.zeros_like(acc)
-    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    rows, nb, last, sa0, sb0, sa1, sb1, total, acc1, acc0 = first_steps(
+        a_bufs, b_bufs, ready, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M, stride_sam, stride_sak,
+        stride_sbk, stride_sbn, GROUP, GROUPS, block_scales_per_thread)
     for kk in range(0, k_steps - 2, 2):
         acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
         acc0 = warpgroup_mma_wait(1, deps=(acc0,))
@@ -228,15 +241,9 @@ def blockwise_tile_pairs(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps
     loading both steps' scales of the next turn right after: if the barrier before a hand-back
     waits for the loads in flight, they have two steps to land in place of one."""
     STAGES: gl.constexpr = b_bufs.type.shape[0]
-    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
-    nb = off_n // acc.type.shape[1]
-    last = k_first + k_steps - 1
-    sa0, sb0 = block_scales(sa_ptr, sb_ptr, rows, k_first, nb, M, stride_sam, stride_sak, stride_sbk, stride_sbn)
-    sa1, sb1 = block_scales(sa_ptr, sb_ptr, rows, gl.minimum(k_first + 1, last), nb, M, stride_sam, stride_sak,
-                            stride_sbk, stride_sbn)
-    total = gl.zeros_like(acc)
-    acc1 = gl.zeros_like(acc)
-    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    rows, nb, last, sa0, sb0, sa1, sb1, total, acc1, acc0 = first_steps(
+        a_bufs, b_bufs, ready, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M, stride_sam, stride_sak,
+        stride_sbk, stride_sbn, GROUP, GROUPS, block_scales)
     for kk in range(0, k_steps - 2, 2):
         acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
         acc0 = warpgroup_mma_wait(1, deps=(acc0,))
