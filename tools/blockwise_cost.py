@@ -31,16 +31,22 @@ scales) are checked against float64, output poisoned first:
 - ``ffma``: no load, A's scales 1.0 in registers the compiler cannot fold (``ones_in_registers``):
   the multiply-add by a value a row, alone (timing only);
 - ``early``: both of a turn's next scales loaded in its first half, W's per thread
-  (``blockwise_tile_early``; not yet run on a GPU).
+  (``blockwise_tile_early``);
+- ``lean``: fewer instructions a step (``blockwise_tile_lean``): the ring's stage and phase carried
+  from step to step in place of a division by STAGES, the scales read through pointers set once a
+  tile, rows from M on clamped in place of masked, W's scale per thread. Its K loop is 240
+  instructions a turn against the package's 258 (ffma's: 225).
 
-    python3 tools/blockwise_cost.py [cells] [ahead] [per_thread] [premul] [pairs] [copied] [ffma] [early]
+    python3 tools/blockwise_cost.py [cells] [ahead] [per_thread] [premul] [pairs] [copied] [ffma] [early] [lean]
     # default: all cells, premul; a number: the first that many cells
 
 Saves ``results/blockwise_cost_<gpu>.json``. On an H100, 2026-12-05 (this GPU only; 0 failed
 checks in each), five runs are kept: ``results/blockwise_cost_h100.json`` (premul; it stopped at
 the eighth cell, which cuBLAS refused, before cells were skipped on a refusal),
 ``blockwise_cost_ahead_h100.json``, ``blockwise_cost_per_thread_h100.json``,
-``blockwise_cost_copied_h100.json`` (copied and pairs) and ``blockwise_cost_ffma_h100.json``. Against
+``blockwise_cost_copied_h100.json`` (copied and pairs), ``blockwise_cost_ffma_h100.json``,
+``blockwise_cost_early_h100.json`` (early and ffma) and ``blockwise_cost_lean_h100.json`` (lean and
+ffma). Against
 cuBLAS block-wise, GROUP_M 8, over three to seven cells (4608 x 12288 x 3072, DeepSeek-V3's and
 Llama-3-8B's projections, M = 1000 to 16384), the lowest and highest ratio:
 
@@ -51,7 +57,8 @@ Llama-3-8B's projections, M = 1000 to 16384), the lowest and highest ratio:
   a value a row costs 3 to 6%, and the package's kernel runs at 0.78 to 0.85 of ffma's speed: the
   rest comes with scales that change every K step;
 - loading 4 or 6 steps ahead 0.77 to 0.93x, W's scale per thread 0.82 to 0.93x, stages back in
-  pairs 0.78 to 0.91x, copied ahead 0.75 to 0.92x: none faster than the package's kernel;
+  pairs 0.78 to 0.91x, copied ahead 0.75 to 0.92x, early 0.83 to 0.91x (M-major 0.83 to 0.95x),
+  lean 0.81 to 0.91x (M-major 0.79 to 0.90x): none faster than the package's kernel;
 - products in the ring 0.63 to 0.85x row-major (a 4-byte ``cp.async`` a row, 4 a lane a step in
   the producer's one warp) and 0.85 to 0.91x M-major.
 
@@ -68,7 +75,22 @@ branch point a half-turn), the kernel spilled and ptxas serialized its ``wgmma``
 after each issue, or both of the next turn's scales in the first half, was serialized or left a
 register move that waits; reading two scales from shared memory in the consumers and multiplying
 them was serialized too. Those versions are not kept. ``early`` compiles without spills or
-remarks, its loads first waited for a step after they are issued.
+remarks, its loads first waited for a step after they are issued, and is no faster.
+
+Nsight Compute on 4096 x 16384 x 7168 (H100, one launch each; ``tools/ncu_blockwise.sh``, raw
+metrics in ``results/ncu/blockwise_{real,ffma}.csv``, and ``tools/ncu_blockwise_source.sh``, stall
+samples per SASS instruction in ``results/ncu/blockwise_source_{real,ffma}.csv``): the package's
+kernel took 1.14x ffma's time (1.20x its cycles) with 1.14x its instructions; the tensor pipe was
+busy 79.5% of active cycles against 95.7%. In the consumers' K loops (two copies, 258 and 225
+instructions a turn) the stall samples grow 1.22x; long-scoreboard samples barely change (the
+``ready`` barrier's wait loop carries most in both), while ``dispatch`` grows from 8.5k to 14.0k
+samples and ``wait`` from 4.4k to 7.2k, and the samples on waiting for a ``wgmma`` to finish
+(``WARPGROUP.DEPBAR``) fall from 3.0k to 1.0k: with scales, the consumer warps are the bottleneck
+and rarely wait for the tensor cores, where ffma's still do. The extra samples sit on the scale
+path's instructions (register moves from uniform registers, address arithmetic, the loads, and the
+two multiplies of ``sa * sb``, which ptxas places before the next step's last ``wgmma`` and which
+wait for the loads there). ``lean`` removes 18 of the loop's instructions and is no faster, so the
+count alone is not the cost either.
 """
 import sys
 
@@ -83,7 +105,7 @@ from fp8_tutorial.kernels import ws_gluon as W
 from fp8_tutorial.kernels.ablation import _rebound
 from fp8_tutorial.kernels.ws_gluon import block_scales, blockwise_issue, blockwise_promote
 from triton.experimental.gluon.language.nvidia.ampere import async_copy
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from fp8_tutorial.measure import bench, results
 from fp8_tutorial.measure.contenders import REGISTRY, make_problem
 
@@ -230,6 +252,65 @@ def blockwise_tile_early(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps
         acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
         acc1 = warpgroup_mma_wait(1, deps=(acc1,))
         total = blockwise_promote(empty, acc1, total, it + kk + 1, s1, 1.0, STAGES)
+    total = last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0, sb0, sa1, sb1, GROUP, GROUPS)
+    return total, it + k_steps
+
+
+@gluon.jit
+def next_stage(s, phase, STAGES: gl.constexpr):
+    """The ring stage after ``s`` and its barriers' phase, without a division."""
+    n = s + 1
+    wrap = (n == STAGES).to(gl.int32)
+    return n - wrap * STAGES, phase ^ wrap
+
+
+@gluon.jit
+def issue_at(a_bufs, b_bufs, ready, acc, s, phase, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """``ws_gluon.blockwise_issue`` given the stage and its phase."""
+    mbarrier.wait(ready.index(s), phase)
+    return warpgroup_mma(a_bufs.index(s * GROUPS + GROUP), b_bufs.index(s).permute((1, 0)), acc, use_acc=False,
+                         is_async=True)
+
+
+@gluon.jit
+def blockwise_tile_lean(a_bufs, b_bufs, ready, empty, acc, it, k_first, k_steps, sa_ptr, sb_ptr, off_m, off_n, M,
+                        stride_sam, stride_sak, stride_sbk, stride_sbn, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+    """``ws_gluon.blockwise_tile`` with fewer instructions a step: the ring's stage and phase carried
+    from step to step (no division by STAGES in the loop), and the scales read through pointers set
+    once a tile, A's rows from M on reading row M - 1 (their sums are zeros, and the store leaves
+    them out) rather than through a mask, and W's scale loaded by every thread
+    (``block_scales_per_thread``'s ``rows // (M + 64)``)."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    rows = off_m + gl.arange(0, acc.type.shape[0], layout=gl.SliceLayout(1, acc.type.layout))
+    pa = sa_ptr + gl.minimum(rows, M - 1) * stride_sam
+    pb = sb_ptr + (off_n // acc.type.shape[1]) * stride_sbn + rows // (M + 64)  # per thread, as in early
+    last = k_first + k_steps - 1
+    sa0 = gl.load(pa + k_first * stride_sak)
+    sb0 = gl.load(pb + k_first * stride_sbk)
+    k1 = gl.minimum(k_first + 1, last)
+    sa1 = gl.load(pa + k1 * stride_sak)
+    sb1 = gl.load(pb + k1 * stride_sbk)
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    s0 = it % STAGES
+    p0 = (it // STAGES) & 1
+    acc0 = issue_at(a_bufs, b_bufs, ready, acc, s0, p0, GROUP, GROUPS)
+    for kk in range(0, k_steps - 2, 2):
+        s1, p1 = next_stage(s0, p0, STAGES)
+        acc1 = issue_at(a_bufs, b_bufs, ready, acc1, s1, p1, GROUP, GROUPS)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        mbarrier.arrive(empty.index(s0))
+        total = gl.fma(acc0, (sa0 * sb0)[:, None], total)
+        sa0 = gl.load(pa + (k_first + kk + 2) * stride_sak)
+        sb0 = gl.load(pb + (k_first + kk + 2) * stride_sbk)
+        s0, p0 = next_stage(s1, p1, STAGES)
+        acc0 = issue_at(a_bufs, b_bufs, ready, acc0, s0, p0, GROUP, GROUPS)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        mbarrier.arrive(empty.index(s1))
+        total = gl.fma(acc1, (sa1 * sb1)[:, None], total)
+        k3 = gl.minimum(k_first + kk + 3, last)
+        sa1 = gl.load(pa + k3 * stride_sak)
+        sb1 = gl.load(pb + k3 * stride_sbk)
     total = last_steps(a_bufs, b_bufs, ready, empty, acc0, acc1, total, it, k_steps, sa0, sb0, sa1, sb1, GROUP, GROUPS)
     return total, it + k_steps
 
@@ -569,7 +650,7 @@ def _without_scale_loads():
     return _variant(block_scales=ones_for_scales)
 
 
-VARIANTS = ("ahead", "per_thread", "premul", "pairs", "copied", "ffma", "early")
+VARIANTS = ("ahead", "per_thread", "premul", "pairs", "copied", "ffma", "early", "lean")
 
 
 def main():
@@ -581,6 +662,7 @@ def main():
     copied = {"blockwise": gluon_copied_kernel}
     ffma = _variant(block_scales=ones_in_registers)
     early = _variant(blockwise_tile=blockwise_tile_early)
+    lean = _variant(blockwise_tile=blockwise_tile_lean)
     sweep = results.Sweep("blockwise_cost")
     counts = [int(a) for a in sys.argv[1:] if a.isdigit()]
     cells = CELLS[:counts[0]] if counts else CELLS
@@ -620,6 +702,11 @@ def main():
                     lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=early))
                 fns[f"M-major, loaded a step earlier, GROUP_M {g}"] = (
                     lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=early))
+            if "lean" in variants:
+                fns[f"row-major, lean, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=lean))
+                fns[f"M-major, lean, GROUP_M {g}"] = (
+                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=lean))
             if "ffma" in variants and not cfg.kwargs["SPLIT"]:
                 fns[f"ones in registers, GROUP_M {g}"] = (
                     lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=ffma))
