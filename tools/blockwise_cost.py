@@ -79,7 +79,7 @@ remarks, its loads first waited for a step after they are issued, and is no fast
 
 Nsight Compute on 4096 x 16384 x 7168 (H100, one launch each; ``tools/ncu_blockwise.sh``, raw
 metrics in ``results/ncu/blockwise_{real,ffma}.csv``, and ``tools/ncu_blockwise_source.sh``, stall
-samples per SASS instruction in ``results/ncu/blockwise_source_{real,ffma}.csv``): the package's
+samples per SASS instruction in ``results/ncu/source/blockwise_{real,ffma}.csv``): the package's
 kernel took 1.14x ffma's time (1.20x its cycles) with 1.14x its instructions; the tensor pipe was
 busy 79.5% of active cycles against 95.7%. In the consumers' K loops (two copies, 258 and 225
 instructions a turn) the stall samples grow 1.22x; long-scoreboard samples barely change (the

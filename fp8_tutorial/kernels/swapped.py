@@ -16,7 +16,6 @@ promotion, each block's product times its two scales, added in float32.
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import torch
 import triton

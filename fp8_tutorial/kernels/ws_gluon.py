@@ -815,7 +815,9 @@ GLUON_CONFIGS = [make_gluon_config("cooperative", 128, 256, 128, 3, group_m=16, 
 # kernel's 192-row tiles on the other reference shapes.
 # The last three hold one stage more, made room for by storing the output in column parts of 64 or
 # 32 (tools/ring_depth.py): on an H100 they were the best where M is 512 and 1152 (up to 7% ahead of
-# the 5-stage paired ones) and per tensor on 8192^3; not yet measured on the H200.
+# the 5-stage paired ones) and per tensor on 8192^3. On the H200 (chapter 10's table of
+# 2026-12-05) the 6-stage paired ones were the fastest on 8 of the 18 reference cells, the
+# 5-stage stacked one on none.
 GLUON_PRECISE_CONFIGS = [make_gluon_config("paired", 128, 128, 128, 5),
                          make_gluon_config("paired", 128, 128, 128, 5, group_m=16),
                          make_gluon_config("paired", 128, 128, 128, 5, group_m=16, split=True),
