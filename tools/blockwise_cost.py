@@ -53,9 +53,10 @@ Llama-3-8B's projections, M = 1000 to 16384), the lowest and highest ratio:
 - the package's kernel 0.78 to 0.93x, M-major scales 0.79 to 0.93x;
 - without scale loads 1.00 to 1.16x, as fast as the paired kernel per tensor (0.98 to 1.15x): the
   package's kernel runs at 0.73 to 0.93 of that speed, cell by cell;
-- ffma 1.00 to 1.05x, where the same run had no scale loads at 1.05 to 1.08x: the multiply-add by
-  a value a row costs 3 to 6%, and the package's kernel runs at 0.78 to 0.85 of ffma's speed: the
-  rest comes with scales that change every K step;
+- ffma 0.94 to 1.09x over the three runs that have it (ffma, early, lean), where the same runs had
+  no scale loads at 1.05 to 1.16x: the multiply-add by a value a row costs 2 to 9%, and 17 to 19%
+  on 16384 x 4096 x 28672; the package's kernel runs at 0.78 to 0.91 of ffma's speed: the rest
+  comes with scales that change every K step;
 - loading 4 or 6 steps ahead 0.77 to 0.93x, W's scale per thread 0.82 to 0.93x, stages back in
   pairs 0.78 to 0.91x, copied ahead 0.75 to 0.92x, early 0.83 to 0.91x (M-major 0.83 to 0.95x),
   lean 0.81 to 0.91x (M-major 0.79 to 0.90x): none faster than the package's kernel;
