@@ -656,14 +656,18 @@ VARIANTS = ("ahead", "per_thread", "premul", "pairs", "copied", "ffma", "early",
 
 def main():
     no_loads = _without_scale_loads()
-    premul = {"blockwise": gluon_premul_kernel}
-    lead4, lead6 = _variant(blockwise_tile=blockwise_tile_lead4), _variant(blockwise_tile=blockwise_tile_lead6)
-    per_thread = _variant(block_scales=block_scales_per_thread)
-    pairs = _variant(blockwise_tile=blockwise_tile_pairs)
-    copied = {"blockwise": gluon_copied_kernel}
     ffma = _variant(block_scales=ones_in_registers)
-    early = _variant(blockwise_tile=blockwise_tile_early)
-    lean = _variant(blockwise_tile=blockwise_tile_lean)
+    # each variant timed with A's scales in both layouts: its name in the records, its kernels
+    both_layouts = {
+        "premul": [("products in the ring", {"blockwise": gluon_premul_kernel})],
+        "ahead": [("4 ahead", _variant(blockwise_tile=blockwise_tile_lead4)),
+                  ("6 ahead", _variant(blockwise_tile=blockwise_tile_lead6))],
+        "early": [("loaded a step earlier", _variant(blockwise_tile=blockwise_tile_early))],
+        "lean": [("lean", _variant(blockwise_tile=blockwise_tile_lean))],
+        "copied": [("copied ahead", {"blockwise": gluon_copied_kernel})],
+        "pairs": [("stages back in pairs", _variant(blockwise_tile=blockwise_tile_pairs))],
+        "per_thread": [("W's scale per thread", _variant(block_scales=block_scales_per_thread))],
+    }
     sweep = results.Sweep("blockwise_cost")
     counts = [int(a) for a in sys.argv[1:] if a.isdigit()]
     cells = CELLS[:counts[0]] if counts else CELLS
@@ -687,45 +691,14 @@ def main():
             g = f"{cfg.kwargs['GROUP_M']}{', split tail' if cfg.kwargs['SPLIT'] else ''}"
             fns[f"row-major, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg)
             fns[f"M-major, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg)
-            if "premul" in variants:
-                fns[f"row-major, products in the ring, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=premul))
-                fns[f"M-major, products in the ring, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=premul))
-            if "ahead" in variants:
-                for name, kernels in (("4 ahead", lead4), ("6 ahead", lead6)):
-                    fns[f"row-major, {name}, GROUP_M {g}"] = (
-                        lambda cfg=cfg, k=kernels: W.launch_gluon(ops, out, True, config=cfg, kernels=k))
-                    fns[f"M-major, {name}, GROUP_M {g}"] = (
-                        lambda cfg=cfg, k=kernels: W.launch_gluon(ops_m, out, True, config=cfg, kernels=k))
-            if "early" in variants:
-                fns[f"row-major, loaded a step earlier, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=early))
-                fns[f"M-major, loaded a step earlier, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=early))
-            if "lean" in variants:
-                fns[f"row-major, lean, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=lean))
-                fns[f"M-major, lean, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=lean))
+            for variant in variants:
+                for name, kernels in both_layouts.get(variant, []):
+                    for layout, operands in (("row-major", ops), ("M-major", ops_m)):
+                        fns[f"{layout}, {name}, GROUP_M {g}"] = (
+                            lambda cfg=cfg, k=kernels, o=operands: W.launch_gluon(o, out, True, config=cfg, kernels=k))
             if "ffma" in variants and not cfg.kwargs["SPLIT"]:
                 fns[f"ones in registers, GROUP_M {g}"] = (
                     lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=ffma))
-            if "copied" in variants:
-                fns[f"row-major, copied ahead, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=copied))
-                fns[f"M-major, copied ahead, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=copied))
-            if "pairs" in variants:
-                fns[f"row-major, stages back in pairs, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=pairs))
-                fns[f"M-major, stages back in pairs, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=pairs))
-            if "per_thread" in variants:
-                fns[f"row-major, W's scale per thread, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=per_thread))
-                fns[f"M-major, W's scale per thread, GROUP_M {g}"] = (
-                    lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=per_thread))
             if not cfg.kwargs["SPLIT"]:
                 fns[f"no scale loads, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg,
                                                                                        kernels=no_loads)
