@@ -17,7 +17,7 @@ scales) and N a multiple of 512 (W's), which the cells below meet.
     python3 tools/tma_scales.py [compile]
 
 Saves ``results/tma_scales_<gpu>.json``: per cell, cuBLAS block-wise, the package's kernel with
-A's scales row-major and M-major, and this kernel, each configuration of GROUP_M 8 and 16, each
+A's scales row-major and M-major, and this kernel at 4 and 5 stages, each with GROUP_M 8 and 16, each
 checked against float64 (output poisoned first) and timed in the kernel harness in one run.
 """
 import sys
@@ -26,12 +26,16 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma_wait
 
 from fp8_tutorial.kernels import ws_gluon as W
 
 SCALE_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
-SB_BOX = gl.constexpr(4)  # W's scales: TMA's smallest box, 16 bytes; the tile's block scale is its first
+# W's scales: a box of 4 (16 bytes, TMA's smallest) from the block 4 * (nb // 4), since TMA wants the
+# innermost coordinate 16-byte aligned; the tile's block scale is its element nb % 4. Slots 8 boxes
+# apart, so that each copy's destination is 128-byte aligned.
+SB_BOX = gl.constexpr(4)
+SB_SPREAD = gl.constexpr(8)
 
 
 @gluon.jit
@@ -58,27 +62,31 @@ def scale_load_ring(a_desc, b_desc, sa_desc, sb_desc, a_bufs, b_bufs, sa_bufs, s
             W.load_a(a_desc, a_bufs, bar, s, off_m, kk * BLOCK_K, GROUPS)
             tma.async_copy_global_to_shared(b_desc, [off_n, kk * BLOCK_K], bar, b_bufs.index(s))
             tma.async_copy_global_to_shared(sa_desc, [kk, off_m], bar, sa_bufs.index(s))
-            tma.async_copy_global_to_shared(sb_desc, [kk, nb], bar, sb_bufs.index(s))
+            tma.async_copy_global_to_shared(sb_desc, [kk, nb - nb % SB_BOX], bar, sb_bufs.index(s * SB_SPREAD))
             it += 1
 
 
 @gluon.jit
-def staged_issue(a_bufs, b_bufs, sa_flat, sb_flat, ready, acc, r, GROUP: gl.constexpr, GROUPS: gl.constexpr):
+def stage_scales(sa_flat, sb_flat, s, nb, layout: gl.constexpr, GROUP: gl.constexpr, SUB_M: gl.constexpr):
+    """Stage ``s``'s scales, read from shared memory: this group's SUB_M rows' A scales (in
+    ``layout``, the accumulator's rows) times weight block ``nb``'s scale."""
+    sa = sa_flat.index(s).slice(GROUP * SUB_M, SUB_M).load(layout)
+    every: gl.constexpr = gl.BlockedLayout([SB_BOX], [32], [4], [0])
+    sbv = sb_flat.index(s * SB_SPREAD).load(every)
+    sb = gl.sum(gl.where(gl.arange(0, SB_BOX, layout=every) == nb % SB_BOX, sbv, 0.0), axis=0)
+    return sa * sb
+
+
+@gluon.jit
+def staged_issue(a_bufs, b_bufs, sa_flat, sb_flat, ready, acc, r, nb, GROUP: gl.constexpr, GROUPS: gl.constexpr):
     """Start ring step ``r``'s ``wgmma`` into ``acc`` once its stage is loaded, and read its scales
     from the stage: returns the ``wgmma`` in flight and this group's rows' products of A's scale
-    and W's."""
+    and W's (weight block ``nb``'s)."""
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     SUB_M: gl.constexpr = acc.type.shape[0]
     rows: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
-    s = r % STAGES
-    mbarrier.wait(ready.index(s), (r // STAGES) & 1)
-    acc = warpgroup_mma(a_bufs.index(s * GROUPS + GROUP), b_bufs.index(s).permute((1, 0)), acc, use_acc=False,
-                        is_async=True)
-    sa = sa_flat.index(s).slice(GROUP * SUB_M, SUB_M).load(rows)
-    every: gl.constexpr = gl.BlockedLayout([SB_BOX], [32], [4], [0])
-    sbv = sb_flat.index(s).load(every)
-    sb = gl.sum(gl.where(gl.arange(0, SB_BOX, layout=every) == 0, sbv, 0.0), axis=0)
-    return acc, sa * sb
+    acc = W.blockwise_issue(a_bufs, b_bufs, ready, acc, r, GROUP, GROUPS)
+    return acc, stage_scales(sa_flat, sb_flat, r % STAGES, nb, rows, GROUP, SUB_M)
 
 
 @gluon.jit
@@ -90,23 +98,23 @@ def staged_promote(empty, acc, total, r, f, STAGES: gl.constexpr):
 
 
 @gluon.jit
-def staged_tile(a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, acc, it, k_steps, GROUP: gl.constexpr,
+def staged_tile(a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, acc, it, k_steps, nb, GROUP: gl.constexpr,
                 GROUPS: gl.constexpr):
     """``ws_gluon.blockwise_tile``'s loop (two sums in turn, every step promoted), with each step's
     scales read from its stage when it is issued."""
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     total = gl.zeros_like(acc)
     acc1 = gl.zeros_like(acc)
-    acc0, f0 = staged_issue(a_bufs, b_bufs, sa_flat, sb_flat, ready, acc, it, GROUP, GROUPS)
+    acc0, f0 = staged_issue(a_bufs, b_bufs, sa_flat, sb_flat, ready, acc, it, nb, GROUP, GROUPS)
     for kk in range(0, k_steps - 2, 2):
-        acc1, f1 = staged_issue(a_bufs, b_bufs, sa_flat, sb_flat, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        acc1, f1 = staged_issue(a_bufs, b_bufs, sa_flat, sb_flat, ready, acc1, it + kk + 1, nb, GROUP, GROUPS)
         acc0 = warpgroup_mma_wait(1, deps=(acc0,))
         total = staged_promote(empty, acc0, total, it + kk, f0, STAGES)
-        acc0, f0 = staged_issue(a_bufs, b_bufs, sa_flat, sb_flat, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        acc0, f0 = staged_issue(a_bufs, b_bufs, sa_flat, sb_flat, ready, acc0, it + kk + 2, nb, GROUP, GROUPS)
         acc1 = warpgroup_mma_wait(1, deps=(acc1,))
         total = staged_promote(empty, acc1, total, it + kk + 1, f1, STAGES)
     if k_steps % 2 == 0:
-        next1, f1 = staged_issue(a_bufs, b_bufs, sa_flat, sb_flat, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
+        next1, f1 = staged_issue(a_bufs, b_bufs, sa_flat, sb_flat, ready, acc1, it + k_steps - 1, nb, GROUP, GROUPS)
         done0 = warpgroup_mma_wait(1, deps=(acc0,))
         total = staged_promote(empty, done0, total, it + k_steps - 2, f0, STAGES)
         done1 = warpgroup_mma_wait(0, deps=(next1,))
@@ -132,8 +140,8 @@ def _staged_consumer(a_desc, c_desc, a_bufs, b_bufs, sa_flat, sb_flat, ready, em
     for u in range(units):
         tile, piece, k_first, k_last = W.work_unit(u, WHOLE_TILES, 1, rest, k_steps)
         off_m, off_n = W.unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
-        acc, it = staged_tile(a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, acc, it, k_last - k_first, GROUP,
-                              GROUPS)
+        acc, it = staged_tile(a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, acc, it, k_last - k_first,
+                              off_n // BLOCK_N, GROUP, GROUPS)
         W.store_tile(acc, 1.0, 1.0, c_desc, c_bufs, off_m, off_n, False, False, GROUP * BUFS)
     tma.store_wait(0)
 
@@ -147,10 +155,10 @@ def tma_scales_kernel(a_desc, b_desc, c_desc, sa_desc, sb_desc, ones_ptr, M, N, 
     GROUPS: gl.constexpr = W.PAIRED_GROUPS
     a_bufs, b_bufs, ready, empty = W.allocate_ring(a_desc, b_desc, STAGES, GROUPS)
     sa_bufs = gl.allocate_shared_memory(gl.float32, [STAGES] + sa_desc.block_type.shape, sa_desc.layout)
-    sb_bufs = gl.allocate_shared_memory(gl.float32, [STAGES] + sb_desc.block_type.shape, sb_desc.layout)
+    sb_bufs = gl.allocate_shared_memory(gl.float32, [STAGES * SB_SPREAD] + sb_desc.block_type.shape, sb_desc.layout)
     flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
     sa_flat = sa_bufs._reinterpret(gl.float32, [STAGES, sa_desc.block_type.shape[1]], flat)
-    sb_flat = sb_bufs._reinterpret(gl.float32, [STAGES, sb_desc.block_type.shape[1]], flat)
+    sb_flat = sb_bufs._reinterpret(gl.float32, [STAGES * SB_SPREAD, sb_desc.block_type.shape[1]], flat)
     c_bufs = W.allocate_outputs(c_desc, b_desc, GROUPS)
     gl.warp_specialize([
         (_staged_consumer, (a_desc, c_desc, a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, c_bufs, ones_ptr, M, N,
@@ -177,8 +185,8 @@ def launch_tma_scales(a, b, scale_a_t, scale_b, out, group_m=8, stages=5, num_sm
 
     M, K = a.shape
     N = b.shape[1]
-    if N % (128 * SB_BOX.value) or not scale_b.is_contiguous():
-        raise ValueError(f"TMA needs W's scales contiguous with N a multiple of {128 * SB_BOX.value}, got {N}")
+    if N % 512 or not scale_b.is_contiguous():
+        raise ValueError(f"TMA needs W's scales contiguous with N a multiple of 512, got {N}")
     cfg = W.make_gluon_config("blockwise", 128, 128, 128, stages, group_m=group_m)
     layouts = W._layouts(cfg, out.dtype)
     blocks = W.gluon_blocks(cfg)
@@ -209,11 +217,9 @@ def compile_only():
     sig["sb_desc"] = f"tensordesc<fp32[1, {SB_BOX.value}],{SCALE_LAYOUT!r}>"
     sig.update(ones_ptr="*fp32", M="i32", N="i32", K="i32", WHOLE_TILES="i32")
     values = dict(GROUP_M=8, STAGES=5, num_warps=4)
-    sig.update({n: "constexpr" for n in values})
-    src = GluonASTSource(fn=tma_scales_kernel, signature=sig, constexprs=values,
-                         attrs={(5,): [["tt.divisibility", 16]]})
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                       options={"num_warps": 4, "maxnreg": W.gluon_maxnreg(cfg)})
+    src = GluonASTSource(fn=tma_scales_kernel, signature=dict(sig, **{n: "constexpr" for n in values}),
+                         constexprs=values, attrs={(5,): [["tt.divisibility", 16]]})
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "maxnreg": W.gluon_maxnreg(cfg)})
     r = compiled.ptxas_report(k)
     print(f"shared {k.metadata.shared // 1024} KiB, {compiled.summary(k)['setmaxnreg_to']}, registers {r.registers}, "
           f"spills {r.spill_stores + r.spill_loads}, notes {r.notes[:3]}", flush=True)
@@ -232,6 +238,9 @@ def main():
     from fp8_tutorial.measure.contenders import REGISTRY, make_problem
     import fp8_tutorial as fp8
 
+    from blockwise_cost import _variant, ones_in_registers
+
+    ffma = _variant(block_scales=ones_in_registers)  # no scale loads, a multiply-add by a value a row
     sweep = results.Sweep("tma_scales")
     log, records = sweep.log, sweep.records
     for M, K, N in CELLS:
@@ -239,6 +248,7 @@ def main():
         ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
         ops_m = check_operands(p.a, p.b, p.scale_a.t().contiguous().t(), p.scale_b)
         sa_t = m_major_scales(p.scale_a)
+        sb_c = p.scale_b.contiguous()
         out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
         fns = {"cuBLAS block-wise": REGISTRY["cublas/block/precise"].build(p)}
         try:
@@ -250,13 +260,17 @@ def main():
             cfg = next(c for c in W.GLUON_BLOCK_CONFIGS if c.kwargs["GROUP_M"] == group_m and not c.kwargs["SPLIT"])
             fns[f"package, row-major, GROUP_M {group_m}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg)
             fns[f"package, M-major, GROUP_M {group_m}"] = lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg)
-            for stages in (5, 6):
+            for stages in (4, 5):
                 fns[f"TMA scales, {stages} stages, GROUP_M {group_m}"] = (
-                    lambda g=group_m, s=stages: launch_tma_scales(p.a, p.b, sa_t, p.scale_b, out, g, s))
+                    lambda g=group_m, s=stages: launch_tma_scales(p.a, p.b, sa_t, sb_c, out, g, s))
+            fns[f"ffma (timing only), GROUP_M {group_m}"] = (
+                lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=ffma))
         for n, fn in fns.items():  # every one of ours checked against float64, output poisoned first
             if n.startswith(("package", "TMA")):
                 fp8.poison(out)
+                print("checking", n, flush=True)
                 fn()
+                torch.cuda.synchronize()
                 err = rel_error(p.checked(out).float(), p.reference)
                 if not err < tolerance(torch.bfloat16, True):
                     sweep.fail(f"{p.shape} {n}: rel. error {err:.2e}")
