@@ -80,6 +80,12 @@ SCRIPT = textwrap.dedent("""
             ws_gluon.GLUON_KERNELS["blockwise"], config, flags, maxnreg=ws_gluon.gluon_maxnreg(config)),
             expected_worker_warps=list(ws_gluon.GLUON_WORKERS["blockwise"]),
             expected_threads=32 * (config.num_warps + ws_gluon._OTHER_WARPS["blockwise"])))
+        for k_major in (True, False):  # the scales copied by TMA, W's K-major or N-major
+            rows.append(report("gluon", config, flags, lambda: compiled.compile_gluon_for(
+                ws_gluon.gluon_blockwise_tma_kernel, config, flags, maxnreg=ws_gluon.gluon_maxnreg(config),
+                scales_by_tma=k_major), scales=f"by TMA, W's {'K' if k_major else 'N'}-major",
+                expected_worker_warps=list(ws_gluon.GLUON_WORKERS["blockwise"]),
+                expected_threads=32 * (config.num_warps + ws_gluon._OTHER_WARPS["blockwise"])))
     print(json.dumps(rows))
 """)
 
@@ -115,7 +121,7 @@ def test_every_configuration_compiles(compiled_kernels):
 
 def test_compiled_code_is_what_the_kernels_say(compiled_kernels):
     for r in compiled_kernels:
-        what = (r["kernel"], r["config"], r["precise"])
+        what = (r["kernel"], r["config"], r["precise"], r.get("scales"))
         assert r["wgmma"] > 0, what  # Hopper's tensor-core instruction, not a fallback
         if r["kernel"] in ("tma", "tma-host", "ws", "streamk-tma", "gluon"):
             assert r["tma"] > 0 and r["cp_async"] == 0, what

@@ -720,6 +720,176 @@ def gluon_blockwise_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, par
     ], PAIRED_WORKERS, BLOCKWISE_REGISTERS)
 
 
+
+# ---- block-wise scales through TMA -----------------------------------------------------------------
+# The kernel above loads each K step's scales from global memory in the consumer warps, which
+# then wait for those loads at their branches; here the producer copies them into the ring with the
+# operands, on the same ``ready`` barrier, and the consumers read them from shared memory. TMA's
+# rules decide when: a global row stride and an innermost box coordinate of whole 16-byte units
+# (``tma_scales_take``); other layouts go to ``gluon_blockwise_kernel``.
+SCALE_ROWS = gl.constexpr(128)  # A's scales of a tile's rows: one box of one K block, M-major
+SB_BOX = gl.constexpr(4)  # W's scales: a box of 4 (16 bytes, TMA's smallest), from a multiple of 4
+SB_SPREAD = gl.constexpr(8)  # W's scale slots 8 boxes apart: each copy lands on a 128-byte boundary
+SCALE_SLOT_BYTES = (SCALE_ROWS.value + SB_BOX.value * SB_SPREAD.value) * 4  # per stage
+
+
+@gluon.jit
+def w_scale_box(kb, nb, SB_K_MAJOR: gl.constexpr):
+    """Where the box holding W's scale of K block ``kb`` and weight block ``nb`` starts, and the
+    scale's place in it: along K for K-major scales ((N/128, K/128) rows), else along N."""
+    if SB_K_MAJOR:
+        return [nb, kb - kb % SB_BOX], kb % SB_BOX
+    else:
+        return [kb, nb - nb % SB_BOX], nb % SB_BOX
+
+
+@gluon.jit
+def load_ring_with_scales(a_desc, b_desc, sa_desc, sb_desc, a_bufs, b_bufs, sa_bufs, sb_bufs, ready, empty, M, N,
+                          K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, GROUPS: gl.constexpr,
+                          SB_K_MAJOR: gl.constexpr):
+    """``load_ring`` that also copies each K step's scales into its stage, counted on the same
+    barrier: A's for the tile's rows (one row of A's M-major scales, (K/128, M)) and the box of
+    W's that holds the tile's block scale."""
+    SUB_M: gl.constexpr = a_desc.block_type.shape[0]
+    BLOCK_K: gl.constexpr = a_desc.block_type.shape[1]
+    BLOCK_N: gl.constexpr = b_desc.block_type.shape[0]
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    BYTES: gl.constexpr = (GROUPS * a_desc.block_type.nbytes + b_desc.block_type.nbytes + sa_desc.block_type.nbytes
+                           + sb_desc.block_type.nbytes)
+    units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N, BLOCK_K)
+    it = 0
+    for u in range(units):
+        tile, _, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
+        off_m, off_n = unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, 0, GROUPS)
+        for kk in range(k_first, k_last):
+            s = it % STAGES
+            bar = ready.index(s)
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            mbarrier.expect(bar, BYTES)
+            load_a(a_desc, a_bufs, bar, s, off_m, kk * BLOCK_K, GROUPS)
+            tma.async_copy_global_to_shared(b_desc, [off_n, kk * BLOCK_K], bar, b_bufs.index(s))
+            tma.async_copy_global_to_shared(sa_desc, [kk, off_m], bar, sa_bufs.index(s))
+            box, _ = w_scale_box(kk, off_n // BLOCK_N, SB_K_MAJOR)
+            tma.async_copy_global_to_shared(sb_desc, box, bar, sb_bufs.index(s * SB_SPREAD))
+            it += 1
+
+
+@gluon.jit
+def staged_scales(sa_flat, sb_flat, r, kb, nb, layout: gl.constexpr, GROUP: gl.constexpr, SUB_M: gl.constexpr,
+                  SB_K_MAJOR: gl.constexpr):
+    """Ring step ``r``'s scales (K block ``kb``), read from its stage: group GROUP's SUB_M rows of
+    A's (in ``layout``, the accumulator's rows) times weight block ``nb``'s, picked from its box.
+    (Multiplied here, not at the promotion: there ptxas serialized the ``wgmma``, remark C7514.)"""
+    STAGES: gl.constexpr = sa_flat.type.shape[0]
+    s = r % STAGES
+    sa = sa_flat.index(s).slice(GROUP * SUB_M, SUB_M).load(layout)
+    every: gl.constexpr = gl.BlockedLayout([SB_BOX], [32], [gl.num_warps()], [0])
+    box = sb_flat.index(s * SB_SPREAD).load(every)
+    _, at = w_scale_box(kb, nb, SB_K_MAJOR)
+    return sa * gl.sum(gl.where(gl.arange(0, SB_BOX, layout=every) == at, box, 0.0), axis=0)
+
+
+@gluon.jit
+def staged_promote(empty, acc, total, r, f, STAGES: gl.constexpr):
+    """``blockwise_promote`` with the scales' product ``f`` (per row) already made."""
+    mbarrier.arrive(empty.index(r % STAGES))
+    return gl.fma(acc, f[:, None], total)
+
+
+@gluon.jit
+def staged_blockwise_tile(a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, acc, it, k_first, k_steps, nb,
+                          GROUP: gl.constexpr, GROUPS: gl.constexpr, SB_K_MAJOR: gl.constexpr):
+    """``blockwise_tile`` with each step's scales read from its stage of the ring right after its
+    ``wgmma`` is issued (the stage is ready, and handed back only once promoted): no global load
+    and no wait on one in the consumer."""
+    STAGES: gl.constexpr = b_bufs.type.shape[0]
+    SUB_M: gl.constexpr = acc.type.shape[0]
+    rows: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
+    total = gl.zeros_like(acc)
+    acc1 = gl.zeros_like(acc)
+    acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc, it, GROUP, GROUPS)
+    f0 = staged_scales(sa_flat, sb_flat, it, k_first, nb, rows, GROUP, SUB_M, SB_K_MAJOR)
+    for kk in range(0, k_steps - 2, 2):  # steps kk and kk + 1 promoted, kk + 2 left in flight
+        acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
+        f1 = staged_scales(sa_flat, sb_flat, it + kk + 1, k_first + kk + 1, nb, rows, GROUP, SUB_M, SB_K_MAJOR)
+        acc0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = staged_promote(empty, acc0, total, it + kk, f0, STAGES)
+        acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
+        f0 = staged_scales(sa_flat, sb_flat, it + kk + 2, k_first + kk + 2, nb, rows, GROUP, SUB_M, SB_K_MAJOR)
+        acc1 = warpgroup_mma_wait(1, deps=(acc1,))
+        total = staged_promote(empty, acc1, total, it + kk + 1, f1, STAGES)
+    if k_steps % 2 == 0:  # two steps left, the first in flight
+        next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
+        f1 = staged_scales(sa_flat, sb_flat, it + k_steps - 1, k_first + k_steps - 1, nb, rows, GROUP, SUB_M,
+                           SB_K_MAJOR)
+        done0 = warpgroup_mma_wait(1, deps=(acc0,))
+        total = staged_promote(empty, done0, total, it + k_steps - 2, f0, STAGES)
+        done1 = warpgroup_mma_wait(0, deps=(next1,))
+        total = staged_promote(empty, done1, total, it + k_steps - 1, f1, STAGES)
+    else:  # one, in flight
+        done0 = warpgroup_mma_wait(0, deps=(acc0,))
+        total = staged_promote(empty, done0, total, it + k_steps - 1, f0, STAGES)
+    return total, it + k_steps
+
+
+@gluon.jit
+def _staged_blockwise_consumer(a_desc, c_desc, a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, c_bufs, ones_ptr,
+                               partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
+                               SPLIT: gl.constexpr, GROUP: gl.constexpr, GROUPS: gl.constexpr,
+                               SB_K_MAJOR: gl.constexpr, num_warps: gl.constexpr):
+    """``_blockwise_consumer`` with ``staged_blockwise_tile``."""
+    SUB_M: gl.constexpr = c_desc.block_type.shape[0]
+    BLOCK_N: gl.constexpr = b_bufs.type.shape[1]
+    BUFS: gl.constexpr = output_buffers(c_desc.block_type.shape[1], BLOCK_N)
+    acc = gl.zeros((SUB_M, BLOCK_N), gl.float32, accumulator_layout(BLOCK_N, num_warps))
+    units, rest, k_steps = program_work(M, N, K, WHOLE_TILES, PIECES, GROUPS * SUB_M, BLOCK_N,
+                                        a_desc.block_type.shape[1])
+    it = 0
+    for u in range(units):
+        tile, piece, k_first, k_last = work_unit(u, WHOLE_TILES, PIECES, rest, k_steps)
+        off_m, off_n = unit_origin(tile, M, N, SUB_M, BLOCK_N, GROUP_M, GROUP, GROUPS)
+        acc, it = staged_blockwise_tile(a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, acc, it, k_first,
+                                        k_last - k_first, off_n // BLOCK_N, GROUP, GROUPS, SB_K_MAJOR)
+        finish_unit(acc, 1.0, 1.0, c_desc, c_bufs, partials_ptr, arrivals_ptr, ones_ptr, ones_ptr, off_m, off_n,
+                    M, N, tile, piece, WHOLE_TILES, PIECES, False, False, SPLIT, GROUP, GROUPS, GROUP * BUFS, num_warps)
+    tma.store_wait(0)
+
+
+@gluon.jit(do_not_specialize=["WHOLE_TILES", "PIECES"])
+def gluon_blockwise_tma_kernel(a_desc, b_desc, c_desc, scale_a_desc, scale_b_desc, partials_ptr, arrivals_ptr, M, N,
+                               K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
+                               ROW_A: gl.constexpr, ROW_B: gl.constexpr, PRECISE: gl.constexpr,
+                               SPLIT: gl.constexpr, num_warps: gl.constexpr, PROMOTE: gl.constexpr = 1,
+                               SB_K_MAJOR: gl.constexpr = True, ones_ptr=None):
+    """``gluon_blockwise_kernel`` with the scales copied by TMA into the ring: ``scale_a_desc`` over
+    A's scales M-major, (K/128, M), a box of one K block's 128 rows; ``scale_b_desc`` over W's,
+    (N/128, K/128) if SB_K_MAJOR else (K/128, N/128), a box of 4 from a multiple of 4."""
+    gl.static_assert(num_warps == 4, "each consumer group of the block-wise kernel is one warp group")
+    gl.static_assert(PRECISE and not ROW_A and not ROW_B and PROMOTE == 1,
+                     "block-wise scales are applied at every K block's promotion")
+    gl.static_assert(a_desc.block_type.shape[1] == 128, "a K step is one 128-wide block of the scales")
+    gl.static_assert(b_desc.block_type.shape[0] == 128, "a tile is one weight block wide")
+    gl.static_assert(scale_a_desc.block_type.shape[1] == PAIRED_GROUPS * a_desc.block_type.shape[0],
+                     "a box of A's scales covers the tile's rows")
+    a_bufs, b_bufs, ready, empty = allocate_ring(a_desc, b_desc, STAGES, PAIRED_GROUPS)
+    sa_bufs = gl.allocate_shared_memory(gl.float32, [STAGES] + scale_a_desc.block_type.shape, scale_a_desc.layout)
+    sb_bufs = gl.allocate_shared_memory(gl.float32, [STAGES * SB_SPREAD] + scale_b_desc.block_type.shape,
+                                        scale_b_desc.layout)
+    flat: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])  # the boxes' rows, read as vectors
+    sa_flat = sa_bufs._reinterpret(gl.float32, [STAGES, SCALE_ROWS], flat)
+    sb_flat = sb_bufs._reinterpret(gl.float32, [STAGES * SB_SPREAD, SB_BOX], flat)
+    c_bufs = allocate_outputs(c_desc, b_desc, PAIRED_GROUPS)
+    gl.warp_specialize([
+        (_staged_blockwise_consumer, (a_desc, c_desc, a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, c_bufs, ones_ptr,
+                                      partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, SPLIT, 0,
+                                      PAIRED_GROUPS, SB_K_MAJOR, 4)),
+        (_staged_blockwise_consumer, (a_desc, c_desc, a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, c_bufs, ones_ptr,
+                                      partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M, SPLIT, 1,
+                                      PAIRED_GROUPS, SB_K_MAJOR, 4)),
+        (load_ring_with_scales, (a_desc, b_desc, scale_a_desc, scale_b_desc, a_bufs, b_bufs, sa_bufs, sb_bufs, ready,
+                                 empty, M, N, K, WHOLE_TILES, PIECES, GROUP_M, PAIRED_GROUPS, SB_K_MAJOR)),
+    ], PAIRED_WORKERS, BLOCKWISE_REGISTERS)
+
 @gluon.jit
 def _pingpong_consumer(a_desc, c_desc, a_bufs, b_bufs, ready, empty, turn, c_bufs, scale_a_ptr, scale_b_ptr,
                        partials_ptr, arrivals_ptr, M, N, K, WHOLE_TILES, PIECES, GROUP_M: gl.constexpr,
@@ -867,13 +1037,15 @@ def gluon_config(**wanted) -> triton.Config:
 def gluon_shared_bytes(config: triton.Config, out_bytes: int) -> int:
     """Shared memory of a Gluon kernel: the ring, the output buffers (``output_buffers`` for each
     consumer group: the whole tile's rows in a cooperative kernel, a third of them in each of the
-    stacked kernel's groups, all of them in each of ping-pong's two; STORE_N columns) and the
+    stacked kernel's groups, all of them in each of ping-pong's two; STORE_N columns), the block-wise
+    scales' slots (``gluon_blockwise_tma_kernel``'s, counted for either block-wise kernel) and the
     barriers (counting ping-pong's two ``turn`` barriers for every kind)."""
     k = config.kwargs
     ring = pipeline_smem(k["BLOCK_M"], k["BLOCK_N"], k["BLOCK_K"], config.num_stages)
     buffers = output_buffers(k["STORE_N"], k["BLOCK_N"]) * (2 if k["KIND"] == "pingpong" else 1)
     outs = buffers * k["BLOCK_M"] * k["STORE_N"] * out_bytes
-    return ring + outs + 8 * (2 * config.num_stages + 2)
+    scales = SCALE_SLOT_BYTES * config.num_stages if k["KIND"] == "blockwise" else 0  # the TMA kernel's slots
+    return ring + outs + scales + 8 * (2 * config.num_stages + 2)
 
 
 def gluon_maxnreg(config: triton.Config) -> int:
@@ -997,6 +1169,43 @@ def _block_arguments(ops: Operands) -> dict:
     return dict(stride_sam=sam, stride_sak=sak, stride_sbk=sbk, stride_sbn=sbn, ones_ptr=_ONES[device])
 
 
+def _tma_view(t: torch.Tensor, dims: tuple[int, int]) -> tuple[list[int], list[int]] | None:
+    """(shape, strides) of ``t`` (2-D, float32) with its dimensions in the order ``dims`` if TMA can
+    read it so: the last one contiguous, the other's stride a whole number of 16-byte units, the base
+    16-byte aligned; else None."""
+    shape, strides = [t.shape[d] for d in dims], [t.stride(d) for d in dims]
+    if strides[1] != 1 and shape[1] > 1 or strides[0] * 4 % 16 or t.data_ptr() % 16:
+        return None
+    return shape, [strides[0], 1]
+
+
+def tma_scales_take(ops: Operands) -> dict | None:
+    """How ``gluon_blockwise_tma_kernel`` reads these block-wise scales, or None where TMA cannot
+    (``gluon_blockwise_kernel`` takes them then): A's (M, K/128) M-major, as (K/128, M) (``quantize``
+    makes them so, with M padded to a multiple of 4 in the row stride); W's (K/128, N/128) as
+    (N/128, K/128) rows (K-major: the transpose of ``quantize``'s "128x128" scales of the (N, K)
+    weight) or as they are (N-major). Returns each one's (shape, strides) and SB_K_MAJOR."""
+    sa = _tma_view(ops.scale_a, (1, 0))
+    if sa is None:
+        return None
+    for k_major, dims in ((True, (1, 0)), (False, (0, 1))):
+        sb = _tma_view(ops.scale_b, dims)
+        if sb is not None:
+            return dict(scale_a=sa, scale_b=sb, SB_K_MAJOR=k_major)
+    return None
+
+
+_SCALE_LAYOUT = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
+
+
+def _scale_descriptors(ops: Operands, how: dict) -> list:
+    """The host-side TMA descriptors of A's and W's scales, as ``tma_scales_take`` reads them."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    return [TensorDescriptor(t, *how[name], block, _SCALE_LAYOUT) for t, name, block in
+            ((ops.scale_a, "scale_a", [1, SCALE_ROWS.value]), (ops.scale_b, "scale_b", [1, SB_BOX.value]))]
+
+
 def gluon_takes(ops: Operands, out: torch.Tensor) -> str | None:
     """Why the Gluon kernels cannot take this problem, or None: they need a Hopper GPU (Triton's
     interpreter cannot run Gluon) and what TMA needs."""
@@ -1054,15 +1263,22 @@ def _run(ops: Operands, out: torch.Tensor, flags: dict, cfg: triton.Config, num_
     # unsplit, neither is touched, and both pointers are scale_a's
     slots = rest * pieces * k["BLOCK_M"] * k["BLOCK_N"] if pieces > 1 else 0
     counters = rest * GLUON_GROUPS[k["KIND"]] if pieces > 1 else 0
-    block = is_block(ops)  # the blockwise kernel reads the scales through their strides
-    scales = (ops.scale_a, ops.scale_b) if block else ops.packed_scales
-    extra = _block_arguments(ops) if block else {}
-    partials, arrivals = workspace(out.device, slots, counters) if pieces > 1 else (scales[0], scales[0])
+    block = is_block(ops)  # the blockwise kernels read the scales through TMA, or through their strides
+    kernel = (kernels or GLUON_KERNELS)[k["KIND"]]
+    how = tma_scales_take(ops) if block and kernels is None else None
+    if how is not None:
+        kernel, scales = gluon_blockwise_tma_kernel, _scale_descriptors(ops, how)
+        extra = dict(SB_K_MAJOR=how["SB_K_MAJOR"], ones_ptr=_block_arguments(ops)["ones_ptr"])
+    else:
+        scales = (ops.scale_a, ops.scale_b) if block else ops.packed_scales
+        extra = _block_arguments(ops) if block else {}
+    unused = ops.scale_a if how is not None else scales[0]  # a float32 tensor: the pointers' type is kept
+    partials, arrivals = workspace(out.device, slots, counters) if pieces > 1 else (unused, unused)
     grid = (min(num_sms, whole + rest * pieces),)
-    compiled = (kernels or GLUON_KERNELS)[k["KIND"]][grid](
+    compiled = kernel[grid](
         *descriptors, *scales, partials, arrivals, M, N, K, whole, pieces, k["GROUP_M"], cfg.num_stages,
         **flags, SPLIT=k["SPLIT"], num_warps=cfg.num_warps, PROMOTE=k["PROMOTE"], maxnreg=gluon_maxnreg(cfg), **extra)
-    return compiled, dict(whole=whole, pieces=pieces, grid=grid, slots=slots, counters=counters)
+    return compiled, dict(whole=whole, pieces=pieces, grid=grid, slots=slots, counters=counters, scales_by_tma=how)
 
 
 # Which configuration launch_gluon chose for each problem seen on this GPU.
@@ -1107,7 +1323,8 @@ def choose_gluon_config(ops: Operands, out: torch.Tensor, flags: dict, num_sms: 
     """The configuration kept for this problem: on its first launch, every one of GLUON_CONFIGS
     that fits is timed with ``run`` and the fastest kept."""
     M, N, K = ops.M, ops.N, ops.K
-    key = (M, N, K, *flags.values(), num_sms, ops.a.dtype, out.dtype) + ((True,) if is_block(ops) else ())
+    key = (M, N, K, *flags.values(), num_sms, ops.a.dtype, out.dtype) + (
+        (True, tma_scales_take(ops) is not None) if is_block(ops) else ())
     if key not in CHOICES:
         configs = GLUON_BLOCK_CONFIGS if is_block(ops) else GLUON_PRECISE_CONFIGS if flags["PRECISE"] else GLUON_CONFIGS
         candidates = [fit_gluon_config(c, out.element_size()) for c in configs]
@@ -1139,15 +1356,21 @@ def prepare_gluon(ops: Operands, out: torch.Tensor, precise: bool):
         return cfg, launch_jit
     k = cfg.kwargs
     w = ops.b.t()  # the (N, K) weight, K-major
-    kernel = Direct(GLUON_KERNELS[k["KIND"]], compiled, out.device, descriptors=dict(
-        a_desc=(list(ops.a.shape), list(ops.a.stride())), b_desc=(list(w.shape), list(w.stride())),
-        c_desc=(list(out.shape), list(out.stride()))))
+    descriptors = dict(a_desc=(list(ops.a.shape), list(ops.a.stride())), b_desc=(list(w.shape), list(w.stride())),
+                       c_desc=(list(out.shape), list(out.stride())))
     fixed = dict(M=ops.M, N=ops.N, K=ops.K, WHOLE_TILES=shape["whole"], PIECES=shape["pieces"],
                  GROUP_M=k["GROUP_M"], STAGES=cfg.num_stages, SPLIT=k["SPLIT"], num_warps=cfg.num_warps,
                  PROMOTE=k["PROMOTE"], **flags)
-    if is_block(ops):  # the strides, and the ones' address (kept alive in _ONES)
+    how = shape["scales_by_tma"]
+    if how is not None:  # the scales' descriptors too (each call passes the tensors as bases)
+        descriptors.update(scale_a_desc=how["scale_a"], scale_b_desc=how["scale_b"])
+        fixed.update(SB_K_MAJOR=how["SB_K_MAJOR"], ones_ptr=_block_arguments(ops)["ones_ptr"].data_ptr())
+        jit_fn, tensors = gluon_blockwise_tma_kernel, ["a_desc", "b_desc", "c_desc", "scale_a_desc", "scale_b_desc"]
+    else:
+        jit_fn, tensors = GLUON_KERNELS[k["KIND"]], ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr"]
+    if is_block(ops) and how is None:  # the strides, and the ones' address (kept alive in _ONES)
         fixed.update({n: v.data_ptr() if isinstance(v, torch.Tensor) else v for n, v in _block_arguments(ops).items()})
-    tensors = ["a_desc", "b_desc", "c_desc", "scale_a_ptr", "scale_b_ptr"]
+    kernel = Direct(jit_fn, compiled, out.device, descriptors=descriptors)
     if shape["pieces"] == 1:  # unsplit: the workspace is never touched, and its pointers are none
         launch = kernel.launcher(shape["grid"], dict(fixed, partials_ptr=0, arrivals_ptr=0), tensors)
 

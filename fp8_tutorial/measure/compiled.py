@@ -65,17 +65,18 @@ def compile_for(kernel, constexprs: dict, *, num_warps: int, num_stages: int, po
 def compile_gluon(kernel, descriptors: dict, scalars: dict, constexprs: dict, *, num_warps: int, maxnreg: int,
                   capability: int = 90):
     """Compile a Gluon kernel without a GPU: ``descriptors`` (argument name -> (block shape, Gluon
-    dtype)) as host-side TMA descriptors in the NVMMA shared layout of their block, ``scalars``
-    (argument name -> Triton type, "*fp32", "i32", ...), ``constexprs`` (name -> value); pointer
-    arguments (names ending in ``_ptr``) 16-byte aligned."""
+    dtype), or (block shape, Gluon dtype, shared layout)) as host-side TMA descriptors, by default in
+    the NVMMA shared layout of their block, ``scalars`` (argument name -> Triton type, "*fp32",
+    "i32", ...), ``constexprs`` (name -> value); pointer arguments (names ending in ``_ptr``) 16-byte
+    aligned."""
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon._runtime import GluonASTSource
 
     names = {gl.float8e4nv: "fp8e4nv", gl.bfloat16: "bf16", gl.float16: "fp16", gl.float32: "fp32"}
-    signature = {name: f"tensordesc<{names[dtype]}[{shape[0]}, {shape[1]}],"
-                       f"{gl.NVMMASharedLayout.get_default_for(shape, dtype)!r}>"
-                 for name, (shape, dtype) in descriptors.items()}
+    signature = {name: f"tensordesc<{names[d[1]]}[{d[0][0]}, {d[0][1]}],"
+                       f"{(d[2] if len(d) > 2 else gl.NVMMASharedLayout.get_default_for(d[0], d[1]))!r}>"
+                 for name, d in descriptors.items()}
     signature.update(scalars)
     signature.update({name: "constexpr" for name in constexprs})
     attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(kernel.arg_names) if name.endswith("_ptr")}
@@ -84,10 +85,13 @@ def compile_gluon(kernel, descriptors: dict, scalars: dict, constexprs: dict, *,
                           options={"num_warps": num_warps, "maxnreg": maxnreg})
 
 
-def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "bf16", capability: int = 90):
+def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "bf16", capability: int = 90,
+                      scales_by_tma: bool | None = None):
     """Compile one of the Gluon kernels (``ws_gluon.GLUON_CONFIGS``: tile sizes, GROUP_M,
     warps, ring depth) for fp8 e4m3 operands, host-side descriptors and an output of dtype ``out``
-    ("bf16", "fp16" or "fp32"), with ``flags`` (ROW_A, ROW_B, PRECISE)."""
+    ("bf16", "fp16" or "fp32"), with ``flags`` (ROW_A, ROW_B, PRECISE). ``scales_by_tma`` (True or
+    False: SB_K_MAJOR) compiles ``gluon_blockwise_tma_kernel`` for a blockwise configuration, its
+    scales' descriptors in place of their pointers."""
     from triton.experimental.gluon import language as gl
 
     from ..kernels.ws_gluon import gluon_blocks, gluon_refuses
@@ -101,10 +105,18 @@ def compile_gluon_for(kernel, config, flags: dict, *, maxnreg: int, out: str = "
     descriptors = {"a_desc": (a_block, gl.float8e4nv), "b_desc": (b_block, gl.float8e4nv), "c_desc": (c_block, out_ty)}
     scalars = dict(scale_a_ptr="*fp32", scale_b_ptr="*fp32", partials_ptr="*fp32", arrivals_ptr="*i32",
                    M="i32", N="i32", K="i32", WHOLE_TILES="i32", PIECES="i32")
-    if k["KIND"].startswith("blockwise"):  # the block scales' strides, and the epilogue's ones
-        scalars.update(stride_sam="i32", stride_sak="i32", stride_sbk="i32", stride_sbn="i32", ones_ptr="*fp32")
     values = dict(GROUP_M=k["GROUP_M"], STAGES=config.num_stages, **flags, SPLIT=k["SPLIT"],
                   num_warps=config.num_warps, PROMOTE=k["PROMOTE"])
+    if k["KIND"].startswith("blockwise") and scales_by_tma is not None:  # the scales' descriptors
+        from ..kernels.ws_gluon import SB_BOX, SCALE_ROWS, _SCALE_LAYOUT
+
+        del scalars["scale_a_ptr"], scalars["scale_b_ptr"]
+        descriptors.update(scale_a_desc=([1, SCALE_ROWS.value], gl.float32, _SCALE_LAYOUT),
+                           scale_b_desc=([1, SB_BOX.value], gl.float32, _SCALE_LAYOUT))
+        scalars.update(ones_ptr="*fp32")
+        values.update(SB_K_MAJOR=scales_by_tma)
+    elif k["KIND"].startswith("blockwise"):  # the block scales' strides, and the epilogue's ones
+        scalars.update(stride_sam="i32", stride_sak="i32", stride_sbk="i32", stride_sbn="i32", ones_ptr="*fp32")
     return compile_gluon(kernel, descriptors, scalars, values, num_warps=config.num_warps, maxnreg=maxnreg,
                          capability=capability)
 
