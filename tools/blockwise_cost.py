@@ -9,8 +9,11 @@ one run of the kernel harness with cuBLAS block-wise and the paired kernel; thos
 product (every one but ``no scale loads``, ``ffma`` and the paired kernel, which runs other
 scales) are checked against float64, output poisoned first:
 
-- ``row-major``: the package's kernel, A's scales (M, K/128) row-major (``quantize``'s layout);
-- ``M-major``: the same kernel, A's scales with strides (1, M) (cuBLAS's layout);
+- ``row-major``: the package's kernel that loads the scales (``gluon_blockwise_kernel``), A's
+  scales (M, K/128) row-major (``quantize``'s layout when these runs were made);
+- ``M-major``: the same kernel, A's scales with strides (1, M) (cuBLAS's layout, and
+  ``quantize``'s since; ``scaled_mm`` now sends them to ``gluon_blockwise_tma_kernel``, which
+  ``tools/tma_scales.py`` times);
 - ``no scale loads``: the scales replaced by the constant 1.0: no load in the K loop, and the
   compiler folds the multiply-add into an add (timing only: its output is wrong on purpose);
 - ``paired, per tensor``: ``gluon_paired_kernel`` with precise accumulation on the same operands
@@ -652,6 +655,8 @@ def _without_scale_loads():
 
 
 VARIANTS = ("ahead", "per_thread", "premul", "pairs", "copied", "ffma", "early", "lean")
+# the package's kernel that loads the scales (launch_gluon would send M-major ones to the TMA kernel)
+LOADS = {"blockwise": W.gluon_blockwise_kernel}
 
 
 def main():
@@ -675,9 +680,8 @@ def main():
     log, records = sweep.log, sweep.records
     for M, K, N in cells:
         p = make_problem(M, K, N, "block", device="cuda", reference_rows=512)
-        ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
-        m_major = p.scale_a.t().contiguous().t()
-        ops_m = check_operands(p.a, p.b, m_major, p.scale_b)
+        ops = check_operands(p.a, p.b, p.scale_a.contiguous(), p.scale_b)  # row-major
+        ops_m = check_operands(p.a, p.b, p.scale_a.t().contiguous().t(), p.scale_b)  # M-major
         one = torch.ones((), dtype=torch.float32, device="cuda")
         ops_t = check_operands(p.a, p.b, one, one)
         out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
@@ -689,8 +693,8 @@ def main():
             continue
         for cfg in W.GLUON_BLOCK_CONFIGS:
             g = f"{cfg.kwargs['GROUP_M']}{', split tail' if cfg.kwargs['SPLIT'] else ''}"
-            fns[f"row-major, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg)
-            fns[f"M-major, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg)
+            fns[f"row-major, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg, kernels=LOADS)
+            fns[f"M-major, GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops_m, out, True, config=cfg, kernels=LOADS)
             for variant in variants:
                 for name, kernels in both_layouts.get(variant, []):
                     for layout, operands in (("row-major", ops), ("M-major", ops_m)):

@@ -117,12 +117,12 @@ def main():
     cells = [(M, K, N) for M, K, N in blockwise.cells((128, 1024, 4096)) if N % 128 == 0 and K % 128 == 0]
     for M, K, N in cells:
         p = make_problem(M, K, N, "block", device="cuda", reference_rows=1024)
-        ops = check_operands(p.a, p.b, p.scale_a, p.scale_b)
+        ops = check_operands(p.a, p.b, p.scale_a.contiguous(), p.scale_b)  # A's scales row-major, as recorded
         cublas = REGISTRY["cublas/block/precise"].build(p)
         fns = {"cuBLAS": cublas}
         errors = {"cuBLAS": rel_error(p.checked(cublas()).float(), p.reference)}
         for c in W.GLUON_BLOCK_CONFIGS:
-            for name, ks in (("package", None), ("waited", kernels)):
+            for name, ks in (("package", {"blockwise": W.gluon_blockwise_kernel}), ("waited", kernels)):
                 n = f"{name}: {W.describe_config(c)}"
                 out = poison(torch.empty(M, N, dtype=torch.bfloat16, device="cuda"))
                 W.launch_gluon(ops, out, True, config=c, kernels=ks)
