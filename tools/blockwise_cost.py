@@ -10,10 +10,10 @@ product (every one but ``no scale loads``, ``ffma`` and the paired kernel, which
 scales) are checked against float64, output poisoned first:
 
 - ``row-major``: the package's kernel that loads the scales (``gluon_blockwise_kernel``), A's
-  scales (M, K/128) row-major (``quantize``'s layout when these runs were made);
-- ``M-major``: the same kernel, A's scales with strides (1, M) (cuBLAS's layout, and
-  ``quantize``'s since; ``scaled_mm`` now sends them to ``gluon_blockwise_tma_kernel``, which
-  ``tools/tma_scales.py`` times);
+  scales (M, K/128) row-major (``quantize``'s layout);
+- ``M-major``: the same kernel, A's scales with strides (1, M) (cuBLAS's layout; launched here
+  with that kernel named, since ``BLOCK_SCALES_BY_TMA`` would send them to
+  ``gluon_blockwise_tma_kernel``, which ``tools/tma_scales.py`` times);
 - ``no scale loads``: the scales replaced by the constant 1.0: no load in the K loop, and the
   compiler folds the multiply-add into an add (timing only: its output is wrong on purpose);
 - ``paired, per tensor``: ``gluon_paired_kernel`` with precise accumulation on the same operands

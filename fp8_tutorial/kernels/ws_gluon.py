@@ -52,10 +52,14 @@ of their own (``GLUON_PRECISE_CONFIGS``): the paired and stacked kernels', 64 x 
 group, each group waiting and adding on its own while the others' ``wgmma`` run.
 
 Block-wise scales (DeepSeek-V3's recipe: A in 1 x 128 groups, W in 128 x 128 blocks, each with
-its own scale) go to ``gluon_blockwise_kernel``: the paired kernel's tile and ring, whose
-``blockwise_tile`` promotes every K block (128 values of K) times its scales, loaded ahead of
-their use, with the next block's ``wgmma`` in flight; the tile then leaves unscaled. Its
-configurations are ``GLUON_BLOCK_CONFIGS``.
+its own scale) go to the paired kernel's tile and ring with a K loop that promotes every K block
+(128 values of K) times its scales, with the next block's ``wgmma`` in flight; the tile then
+leaves unscaled. ``gluon_blockwise_tma_kernel``'s producer copies each step's scales into the
+ring with TMA (``tma_scales_take`` says when TMA can read them: A's scales M-major with rows of
+whole 16-byte units, W's K- or N-major likewise); ``gluon_blockwise_kernel``'s consumers load
+them through their strides, ahead of their use, in any layout. Their configurations are
+``GLUON_BLOCK_CONFIGS``. ``scaled_mm`` runs the second only, until the first has been checked on
+a GPU in the package (``BLOCK_SCALES_BY_TMA``).
 
 Gluon kernels run only on a GPU: Triton's interpreter cannot run them (``gluon_takes``). The
 configurations, what they refuse and the launcher follow the kernels.
@@ -731,6 +735,12 @@ SCALE_ROWS = gl.constexpr(128)  # A's scales of a tile's rows: one box of one K 
 SB_BOX = gl.constexpr(4)  # W's scales: a box of 4 (16 bytes, TMA's smallest), from a multiple of 4
 SB_SPREAD = gl.constexpr(8)  # W's scale slots 8 boxes apart: each copy lands on a 128-byte boundary
 SCALE_SLOT_BYTES = (SCALE_ROWS.value + SB_BOX.value * SB_SPREAD.value) * 4  # per stage
+#: Whether launches send block-wise scales that TMA can read to ``gluon_blockwise_tma_kernel``. Off:
+#: it compiles for sm_90a without spills or serialized ``wgmma`` (tests/test_compile.py), and the
+#: same design, as a kernel of ``tools/tma_scales.py``'s own, ran on an H100 with every check passed
+#: (``results/tma_scales_h100.json``), but the package's kernel has not yet run on a GPU; the GPU
+#: tests (tests/test_gemm.py) turn it on for themselves.
+BLOCK_SCALES_BY_TMA = False
 
 
 @gluon.jit
@@ -1181,10 +1191,11 @@ def _tma_view(t: torch.Tensor, dims: tuple[int, int]) -> tuple[list[int], list[i
 
 def tma_scales_take(ops: Operands) -> dict | None:
     """How ``gluon_blockwise_tma_kernel`` reads these block-wise scales, or None where TMA cannot
-    (``gluon_blockwise_kernel`` takes them then): A's (M, K/128) M-major, as (K/128, M) (``quantize``
-    makes them so, with M padded to a multiple of 4 in the row stride); W's (K/128, N/128) as
-    (N/128, K/128) rows (K-major: the transpose of ``quantize``'s "128x128" scales of the (N, K)
-    weight) or as they are (N-major). Returns each one's (shape, strides) and SB_K_MAJOR."""
+    (``gluon_blockwise_kernel`` takes them then): A's (M, K/128) M-major, as (K/128, M), its row
+    stride a multiple of 4 (cuBLAS's layout where M is one; ``quantize`` gives them row-major);
+    W's (K/128, N/128) as (N/128, K/128) rows (K-major: the transpose of ``quantize``'s "128x128"
+    scales of the (N, K) weight, when K is a multiple of 512) or as they are (N-major). Returns
+    each one's (shape, strides) and SB_K_MAJOR."""
     sa = _tma_view(ops.scale_a, (1, 0))
     if sa is None:
         return None
@@ -1265,7 +1276,7 @@ def _run(ops: Operands, out: torch.Tensor, flags: dict, cfg: triton.Config, num_
     counters = rest * GLUON_GROUPS[k["KIND"]] if pieces > 1 else 0
     block = is_block(ops)  # the blockwise kernels read the scales through TMA, or through their strides
     kernel = (kernels or GLUON_KERNELS)[k["KIND"]]
-    how = tma_scales_take(ops) if block and kernels is None else None
+    how = tma_scales_take(ops) if block and kernels is None and BLOCK_SCALES_BY_TMA else None
     if how is not None:
         kernel, scales = gluon_blockwise_tma_kernel, _scale_descriptors(ops, how)
         extra = dict(SB_K_MAJOR=how["SB_K_MAJOR"], ones_ptr=_block_arguments(ops)["ones_ptr"])
@@ -1324,7 +1335,7 @@ def choose_gluon_config(ops: Operands, out: torch.Tensor, flags: dict, num_sms: 
     that fits is timed with ``run`` and the fastest kept."""
     M, N, K = ops.M, ops.N, ops.K
     key = (M, N, K, *flags.values(), num_sms, ops.a.dtype, out.dtype) + (
-        (True, tma_scales_take(ops) is not None) if is_block(ops) else ())
+        (True, BLOCK_SCALES_BY_TMA and tma_scales_take(ops) is not None) if is_block(ops) else ())
     if key not in CHOICES:
         configs = GLUON_BLOCK_CONFIGS if is_block(ops) else GLUON_PRECISE_CONFIGS if flags["PRECISE"] else GLUON_CONFIGS
         candidates = [fit_gluon_config(c, out.element_size()) for c in configs]
