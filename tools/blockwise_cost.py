@@ -659,6 +659,29 @@ VARIANTS = ("ahead", "per_thread", "premul", "pairs", "copied", "ffma", "early",
 LOADS = {"blockwise": W.gluon_blockwise_kernel}
 
 
+def check_and_time(sweep, p, out, fns: dict, checked: tuple) -> None:
+    """One cell: each of ``fns`` whose name starts with one of ``checked`` run into ``out``,
+    poisoned first, and checked against float64 (the others run once); then all timed in one run
+    of the kernel harness against "cuBLAS block-wise", recorded, logged and saved."""
+    for n, fn in fns.items():
+        if n.startswith(checked):
+            fp8.poison(out)
+            fn()
+            err = rel_error(p.checked(out).float(), p.reference)
+            if not err < tolerance(torch.bfloat16, True):
+                sweep.fail(f"{p.shape} {n}: rel. error {err:.2e}")
+        else:
+            fn()
+    timed = bench.benchmark(fns, flops=p.flops, reps=20)
+    base = timed["cuBLAS block-wise"].median_ms
+    for n, r in timed.items():
+        sweep.records.append(dict(shape=p.shape, M=p.M, K=p.K, N=p.N, variant=n, tflops=r.tflops,
+                                  median_us=r.median_ms * 1e3, ratio=base / r.median_ms))
+    sweep.log(f"{p.shape:>18}: " + "; ".join(f"{n} {r.tflops:5.0f} ({base / r.median_ms:.3f}x)"
+                                             for n, r in timed.items()))
+    sweep.save()
+
+
 def main():
     no_loads = _without_scale_loads()
     ffma = _variant(block_scales=ones_in_registers)
@@ -677,7 +700,7 @@ def main():
     counts = [int(a) for a in sys.argv[1:] if a.isdigit()]
     cells = CELLS[:counts[0]] if counts else CELLS
     variants = [a for a in sys.argv[1:] if a in VARIANTS] or ["premul"]
-    log, records = sweep.log, sweep.records
+    log = sweep.log
     for M, K, N in cells:
         p = make_problem(M, K, N, "block", device="cuda", reference_rows=512)
         ops = check_operands(p.a, p.b, p.scale_a.contiguous(), p.scale_b)  # row-major
@@ -711,23 +734,7 @@ def main():
                               c.kwargs["GROUP_M"] == cfg.kwargs["GROUP_M"])
                 fns[f"paired, per tensor, GROUP_M {g}"] = (
                     lambda cfg=paired: W.launch_gluon(ops_t, out, True, config=cfg))
-        for n, fn in fns.items():  # the real ones checked against float64, output poisoned first
-            if n.startswith(("row-major", "M-major")):
-                fp8.poison(out)
-                fn()
-                err = rel_error(p.checked(out).float(), p.reference)
-                if not err < tolerance(torch.bfloat16, True):
-                    sweep.fail(f"{p.shape} {n}: rel. error {err:.2e}")
-            else:
-                fn()
-        timed = bench.benchmark(fns, flops=p.flops, reps=20)
-        base = timed["cuBLAS block-wise"].median_ms
-        for n, r in timed.items():
-            records.append(dict(shape=p.shape, M=M, K=K, N=N, variant=n, tflops=r.tflops, median_us=r.median_ms * 1e3,
-                                ratio=base / r.median_ms))
-        log(f"{p.shape:>18}: "
-            + "; ".join(f"{n} {r.tflops:5.0f} ({base / r.median_ms:.3f}x)" for n, r in timed.items()))
-        sweep.save()
+        check_and_time(sweep, p, out, fns, ("row-major", "M-major"))
         fns = p = None  # (the next cell rebinds the rest)
         torch.cuda.empty_cache()
     sweep.done()

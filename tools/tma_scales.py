@@ -29,10 +29,9 @@ import sys
 import torch
 
 import fp8_tutorial as fp8
-from fp8_tutorial.checks import rel_error, tolerance
 from fp8_tutorial.gemm import check_operands
 from fp8_tutorial.kernels import ws_gluon as W
-from fp8_tutorial.measure import bench, results
+from fp8_tutorial.measure import results
 from fp8_tutorial.measure.contenders import REGISTRY, make_problem
 
 CELLS = [(4096, 16384, 7168), (4608, 12288, 3072), (4608, 3072, 12288), (1024, 7168, 4096), (4096, 7168, 4096),
@@ -42,12 +41,12 @@ LOADS = {"blockwise": W.gluon_blockwise_kernel}  # launch_gluon's kernels=: the 
 
 
 def main():
-    from blockwise_cost import _variant, ones_in_registers
+    from blockwise_cost import _variant, check_and_time, ones_in_registers
 
     ffma = _variant(block_scales=ones_in_registers)
     W.BLOCK_SCALES_BY_TMA = True  # launch_gluon sends the scales TMA can read to the TMA kernel
     sweep = results.Sweep("tma_scales")
-    log, records = sweep.log, sweep.records
+    log = sweep.log
     for M, K, N in CELLS:
         p = make_problem(M, K, N, "block", device="cuda", reference_rows=512)
         M_pad = -(-M // 4) * 4
@@ -75,22 +74,7 @@ def main():
                                                                                    kernels=LOADS)
             fns[f"ffma (timing only), GROUP_M {g}"] = lambda cfg=cfg: W.launch_gluon(ops, out, True, config=cfg,
                                                                                      kernels=ffma)
-        for n, fn in fns.items():  # the real ones checked against float64, output poisoned first
-            if n.startswith(("TMA", "loads")):
-                fp8.poison(out)
-                fn()
-                err = rel_error(p.checked(out).float(), p.reference)
-                if not err < tolerance(torch.bfloat16, True):
-                    sweep.fail(f"{p.shape} {n}: rel. error {err:.2e}")
-            else:
-                fn()
-        timed = bench.benchmark(fns, flops=p.flops, reps=20)
-        base = timed["cuBLAS block-wise"].median_ms
-        for n, r in timed.items():
-            records.append(dict(shape=p.shape, M=M, K=K, N=N, variant=n, tflops=r.tflops, median_us=r.median_ms * 1e3,
-                                ratio=base / r.median_ms))
-        log(f"{p.shape:>18}: " + "; ".join(f"{n} {r.tflops:5.0f} ({base / r.median_ms:.3f}x)" for n, r in timed.items()))
-        sweep.save()
+        check_and_time(sweep, p, out, fns, ("TMA", "loads"))
         fns = p = None
         torch.cuda.empty_cache()
     sweep.done()
