@@ -12,7 +12,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from _ncu import profile_once  # noqa: E402
-from blockwise_cost import _variant, ones_in_registers  # noqa: E402
+from blockwise_cost import LOADS, _variant, ones_in_registers  # noqa: E402
 
 from fp8_tutorial.gemm import check_operands  # noqa: E402
 from fp8_tutorial.kernels import ws_gluon as W  # noqa: E402
@@ -25,7 +25,7 @@ if v not in ("real", "ffma"):
 p = make_problem(M, K, N, "block", device="cuda", seed=0, reference_rows=64)
 ops = check_operands(p.a, p.b, p.scale_a.contiguous(), p.scale_b)  # A's scales row-major, as profiled
 out = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
-kernels = {"blockwise": W.gluon_blockwise_kernel} if v == "real" else _variant(block_scales=ones_in_registers)
+kernels = LOADS if v == "real" else _variant(block_scales=ones_in_registers)
 cfg = W.GLUON_BLOCK_CONFIGS[0]
 profile_once(lambda: W.launch_gluon(ops, out, True, config=cfg, kernels=kernels))
 print(v, "done")

@@ -37,11 +37,10 @@ from fp8_tutorial.measure.contenders import REGISTRY, make_problem
 CELLS = [(4096, 16384, 7168), (4608, 12288, 3072), (4608, 3072, 12288), (1024, 7168, 4096), (4096, 7168, 4096),
          (1024, 1536, 24576), (4096, 1536, 24576), (4096, 2048, 7168), (8192, 7168, 4096), (16384, 4096, 28672),
          (1000, 16384, 7168)]
-LOADS = {"blockwise": W.gluon_blockwise_kernel}  # launch_gluon's kernels=: the scales through their strides
 
 
 def main():
-    from blockwise_cost import _variant, check_and_time, ones_in_registers
+    from blockwise_cost import LOADS, _variant, check_and_time, ones_in_registers
 
     ffma = _variant(block_scales=ones_in_registers)
     W.BLOCK_SCALES_BY_TMA = True  # launch_gluon sends the scales TMA can read to the TMA kernel

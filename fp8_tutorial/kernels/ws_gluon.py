@@ -799,19 +799,14 @@ def staged_scales(sa_flat, sb_flat, r, kb, nb, layout: gl.constexpr, GROUP: gl.c
     return sa * gl.sum(gl.where(gl.arange(0, SB_BOX, layout=every) == at, box, 0.0), axis=0)
 
 
-@gluon.jit
-def staged_promote(empty, acc, total, r, f, STAGES: gl.constexpr):
-    """``blockwise_promote`` with the scales' product ``f`` (per row) already made."""
-    mbarrier.arrive(empty.index(r % STAGES))
-    return gl.fma(acc, f[:, None], total)
-
 
 @gluon.jit
 def staged_blockwise_tile(a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, acc, it, k_first, k_steps, nb,
                           GROUP: gl.constexpr, GROUPS: gl.constexpr, SB_K_MAJOR: gl.constexpr):
     """``blockwise_tile`` with each step's scales read from its stage of the ring right after its
-    ``wgmma`` is issued (the stage is ready, and handed back only once promoted): no global load
-    and no wait on one in the consumer."""
+    ``wgmma`` is issued (the stage is ready, and handed back only once promoted), already
+    multiplied (``blockwise_promote`` takes W's scale as 1.0): no global load and no wait on one
+    in the consumer."""
     STAGES: gl.constexpr = b_bufs.type.shape[0]
     SUB_M: gl.constexpr = acc.type.shape[0]
     rows: gl.constexpr = gl.SliceLayout(1, acc.type.layout)
@@ -823,22 +818,22 @@ def staged_blockwise_tile(a_bufs, b_bufs, sa_flat, sb_flat, ready, empty, acc, i
         acc1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + kk + 1, GROUP, GROUPS)
         f1 = staged_scales(sa_flat, sb_flat, it + kk + 1, k_first + kk + 1, nb, rows, GROUP, SUB_M, SB_K_MAJOR)
         acc0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = staged_promote(empty, acc0, total, it + kk, f0, STAGES)
+        total = blockwise_promote(empty, acc0, total, it + kk, f0, 1.0, STAGES)
         acc0 = blockwise_issue(a_bufs, b_bufs, ready, acc0, it + kk + 2, GROUP, GROUPS)
         f0 = staged_scales(sa_flat, sb_flat, it + kk + 2, k_first + kk + 2, nb, rows, GROUP, SUB_M, SB_K_MAJOR)
         acc1 = warpgroup_mma_wait(1, deps=(acc1,))
-        total = staged_promote(empty, acc1, total, it + kk + 1, f1, STAGES)
+        total = blockwise_promote(empty, acc1, total, it + kk + 1, f1, 1.0, STAGES)
     if k_steps % 2 == 0:  # two steps left, the first in flight
         next1 = blockwise_issue(a_bufs, b_bufs, ready, acc1, it + k_steps - 1, GROUP, GROUPS)
         f1 = staged_scales(sa_flat, sb_flat, it + k_steps - 1, k_first + k_steps - 1, nb, rows, GROUP, SUB_M,
                            SB_K_MAJOR)
         done0 = warpgroup_mma_wait(1, deps=(acc0,))
-        total = staged_promote(empty, done0, total, it + k_steps - 2, f0, STAGES)
+        total = blockwise_promote(empty, done0, total, it + k_steps - 2, f0, 1.0, STAGES)
         done1 = warpgroup_mma_wait(0, deps=(next1,))
-        total = staged_promote(empty, done1, total, it + k_steps - 1, f1, STAGES)
+        total = blockwise_promote(empty, done1, total, it + k_steps - 1, f1, 1.0, STAGES)
     else:  # one, in flight
         done0 = warpgroup_mma_wait(0, deps=(acc0,))
-        total = staged_promote(empty, done0, total, it + k_steps - 1, f0, STAGES)
+        total = blockwise_promote(empty, done0, total, it + k_steps - 1, f0, 1.0, STAGES)
     return total, it + k_steps
 
 
