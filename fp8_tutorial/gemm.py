@@ -32,6 +32,7 @@ from typing import Callable
 
 import torch
 
+from ._env import MODE
 from .kernels import persistent, swapped, tiled, tma, ws, ws_gluon
 from .kernels.host import Operands, epilogue_scales_only
 from .quant import FP8_DTYPES, dequantize
@@ -147,8 +148,22 @@ PLANS: dict[tuple, "Plan"] = {}  # by problem signature (below)
 
 
 def register_kernel(name: str, run, refuses, priority: int, prepare=None) -> None:
+    if name != "reference":
+        refuses = _where_triton_runs(refuses)
     KERNELS[name] = Kernel(name, run, refuses, priority, prepare)
     PLANS.clear()  # a plan chose among the kernels registered when it was made
+
+
+def _where_triton_runs(refuses):
+    """``refuses`` that first refuses CPU tensors where Triton compiles for a GPU rather than
+    interpreting (a GPU machine, or FP8_TUTORIAL_MODE=compile): its kernels cannot read them."""
+    def check(ops: Operands, out: torch.Tensor) -> str | None:
+        if MODE != "interpreter" and not (ops.a.is_cuda and out.is_cuda):
+            return ("the tensors are not on a CUDA GPU, and Triton here compiles its kernels for the GPU (it "
+                    "interprets them only on a machine without one): move them to the GPU, or the reference "
+                    "kernel takes them")
+        return refuses(ops, out)
+    return check
 
 
 def _reference(ops: Operands, out: torch.Tensor, precise: bool) -> None:

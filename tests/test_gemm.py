@@ -118,6 +118,22 @@ def test_auto_never_refuses_a_valid_input(gen, device):
         fp8.scaled_mm(a, wq.t(), sa, sw.t(), kernel="tiled")
 
 
+def test_cpu_tensors_where_triton_compiles_go_to_the_reference(gen, monkeypatch):
+    """Where Triton compiles for a GPU (a GPU machine, or FP8_TUTORIAL_MODE=compile), CPU tensors
+    go to the reference kernel, each Triton kernel saying why; named, one refuses them with the
+    reason rather than failing inside Triton's launcher."""
+    monkeypatch.setattr(gemm, "MODE", "hopper")
+    monkeypatch.setattr(gemm, "PLANS", {})
+    a, b, sa, sb = checks.block_operands(13, 384, 256, gen, torch.device("cpu"))
+    chosen, refused = gemm.choose(a, b, sa, sb)
+    assert chosen == "reference" and set(refused) == set(gemm.KERNELS) - {"reference"}
+    assert all("not on a CUDA GPU" in why for why in refused.values())
+    out = fp8.scaled_mm(a, b, sa, sb)
+    assert fp8.rel_error(out, fp8.reference_mm(a, b, sa, sb)) < tolerance(torch.bfloat16, True)
+    with pytest.raises(ValueError, match="kernel 'swapped' cannot take.*not on a CUDA GPU"):
+        fp8.scaled_mm(a, b, sa, sb, kernel="swapped")
+
+
 @pytest.mark.parametrize("K,expected", [(32, "tma"), (13, "persistent")])
 def test_auto_picks_the_first_kernel_that_takes_the_input(K, expected, gen, device, monkeypatch):
     """Above the swapped kernel's M (tests/test_swapped.py has its own): Gluon first on a Hopper
