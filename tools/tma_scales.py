@@ -15,14 +15,11 @@ every real product checked against float64 with the output poisoned first:
 
     python3 tools/tma_scales.py
 
-Saves ``results/tma_scales_<gpu>.json``. ``results/tma_scales_h100.json`` holds a run on an H100
-(2026-12-05, 0 failed checks) of the same design written as this tool's own kernel (commit
-065cfa7; the package's kernel is that one, with split tiles and both layouts of W's scales), its
-records named ``TMA scales, 4 stages`` and ``5 stages``, ``package, row-major`` and ``M-major``
-(the kernel that loads) and ``ffma``. On eleven cells with M = 1000 to 16384, at 5 stages, it
-ran at 1.02 to 1.12x the loading kernel's best configuration on ten (0.985x on 1024 x 7168 x
-4096), at 0.93 to 0.97x cuBLAS block-wise (0.89x on 16384 x 4096 x 28672, where 4 stages reached
-0.93x) and at 0.90 to 0.98x ffma's speed (4 stages: 1.015x on 16384 x 4096 x 28672).
+Saves ``results/tma_scales_<gpu>.json``. ``results/tma_scales_h100.json`` holds a run of the
+package's kernels on an H100 (2026-12-06, 0 failed checks). On the eleven cells, M = 1000 to
+16384, the TMA kernel's best configuration ran at 1.016 to 1.104x the loading kernel's best
+(either layout of A's scales), at 0.88 to 0.98x cuBLAS block-wise (0.88x on 16384 x 4096 x
+28672, 0.95 to 0.98x on the others) and at 0.92 to 0.97x ffma's speed.
 """
 import sys
 
