@@ -1,8 +1,9 @@
 """The execution mode, decided once on import, and the environment report each chapter opens with.
 
-Three modes (DESIGN.md, "Execution modes"):
+Three modes picked on import and one asked for (DESIGN.md, "Execution modes"):
 
-- ``"hopper"``: a CUDA GPU of compute capability 9.0 or newer; kernels are compiled, timings are live.
+- ``"hopper"``: a CUDA GPU of compute capability 9.0 or newer (Hopper, and the newer GPUs that
+  run its code); kernels are compiled, timings are live.
 - ``"cuda"``: an older CUDA GPU; kernels run where the GPU supports them (sm89 has FP8 dots but no
   TMA or wgmma, sm80 has no FP8 tensor cores).
 - ``"interpreter"``: no GPU (or ``TRITON_INTERPRET=1`` set by the user); Triton kernels run in
