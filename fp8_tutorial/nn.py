@@ -25,7 +25,7 @@ from typing import Callable
 import torch
 
 from .gemm import OUT_DTYPES, choose, scaled_mm
-from .quant import FP8_DTYPES, GROUP, INPUT_DTYPES, quantize
+from .quant import FP8_DTYPES, GROUP, INPUT_DTYPES, m_major_scales, quantize
 
 #: The granularities of (input, weight) for each recipe (``quantize``'s names).
 RECIPES = {"row": ("row", "row"), "block": ("1x128", "128x128")}
@@ -168,7 +168,10 @@ class FP8Linear(torch.nn.Module):
             raise ValueError(f"tokens must be an int of at least 1 (no kernel runs for an empty input), got {tokens!r}")
         a = torch.empty((tokens, self.in_features), dtype=self.weight.dtype, device=self.weight.device)
         rows = self.in_features // GROUP if self.recipe == "block" else 1
-        scale_a = torch.ones((tokens, rows), dtype=torch.float32, device=self.weight.device)
+        if self.recipe == "block":  # M-major, as quantize's Triton kernel lays them out
+            scale_a = m_major_scales(tokens, rows, self.weight.device).fill_(1.0)
+        else:
+            scale_a = torch.ones((tokens, rows), dtype=torch.float32, device=self.weight.device)
         return choose(a, self.weight.t(), scale_a, self._scale_b(), out_dtype=self.out_dtype)
 
     def _apply(self, fn, recurse=True):

@@ -7,8 +7,14 @@ Scales are float32 *dequantization* multipliers, as ``torch._scaled_mm`` takes t
 |-------------|-------------------------|--------------------------|
 | "tensor"    | the whole tensor        | ()                       |
 | "row"       | row                     | (M, 1)                   |
-| "1x128"     | 128 consecutive columns | (M, K/128)               |
+| "1x128"     | 128 consecutive columns | (M, K/128), M-major      |
 | "128x128"   | 128x128 block           | (M/128, K/128)           |
+
+"1x128" scales are stored M-major, the layout cuBLAS's block-wise GEMM takes and the one the
+Gluon block-wise kernel copies with TMA: strides ``(1, M)`` from the torch reference, ``(1, Mp)``
+from the Triton kernel, ``Mp`` the multiple of 4 at or above M, so that each K block's scales
+start on a 16-byte boundary whatever M is. cuBLAS block-wise takes exactly ``(1, M)``: where M is
+not a multiple of 4, hand it ``scale.t().contiguous().t()``. The others are row-major.
 
 Rules, the same in the Triton kernels and the torch reference, bit for bit:
 
@@ -92,7 +98,17 @@ def _quantize_torch(x: torch.Tensor, granularity: str, dtype: torch.dtype):
     inv = inv[:, None, :, None]
     y = torch.where(inv > 0, (xg * inv).clamp(-fmax, fmax), float("nan"))  # no host tensor: no sync
     q = y.to(dtype).reshape(M, K)
+    if granularity == "1x128":  # M-major, strides (1, M) at any M (as the fake implementation says)
+        return q, torch.empty((K // GROUP, M), dtype=torch.float32, device=x.device).t().copy_(scale)
     return q, scale.reshape(scale_shape(granularity, M, K))
+
+
+def m_major_scales(M: int, groups: int, device, empty=torch.empty_strided) -> torch.Tensor:
+    """An uninitialized (M, groups) float32 tensor laid out as the Triton kernel's "1x128" scales
+    are: M-major, each column (a K block's scales) starting on a 16-byte boundary (``empty``:
+    ``torch.empty_strided`` or a tensor's ``new_empty_strided``)."""
+    rows = -(-M // 4) * 4
+    return empty((M, groups), (1, rows), dtype=torch.float32, device=device)
 
 
 def _quantize_triton(x: torch.Tensor, granularity: str, dtype: torch.dtype):
@@ -118,7 +134,7 @@ def _quantize_triton(x: torch.Tensor, granularity: str, dtype: torch.dtype):
         block_k = min(triton.next_power_of_2(K), 8192)
         block_m = max(1, min(16, 4096 // block_k))
     elif granularity == "1x128":
-        scale = torch.empty((M, K // GROUP), dtype=torch.float32, device=x.device)
+        scale = m_major_scales(M, K // GROUP, x.device)
         group_k, shared_rows, block_k, block_m = GROUP, False, GROUP, 32
     else:  # "128x128"
         scale = torch.empty((M // GROUP, K // GROUP), dtype=torch.float32, device=x.device)
@@ -207,8 +223,14 @@ def _quantize_op(x: torch.Tensor, granularity: str, dtype: torch.dtype, impl: st
 def _(x, granularity, dtype, impl):
     _check(x, granularity, dtype)  # the checks that need no data, at trace time
     M, K = x.shape
-    return (x.new_empty((M, K), dtype=dtype),
-            x.new_empty(scale_shape(granularity, M, K), dtype=torch.float32))
+    if granularity == "1x128":  # the real one's strides, M-major (the Triton kernel's padded)
+        if impl == "torch" or impl == "auto" and x.device.type != "cuda":
+            scale = x.new_empty((K // GROUP, M), dtype=torch.float32).t()
+        else:
+            scale = m_major_scales(M, K // GROUP, x.device, x.new_empty_strided)
+    else:
+        scale = x.new_empty(scale_shape(granularity, M, K), dtype=torch.float32)
+    return x.new_empty((M, K), dtype=dtype), scale
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:

@@ -21,25 +21,29 @@ def test_step_cells_are_the_projections_block_scales_cut():
 def test_the_books_step_quantizes_then_multiplies():
     """The step's ``scaled_mm`` side is quantize(x, "1x128") then scaled_mm, bit for bit, and close to
     float64 of the bf16 activations times the dequantized weight (the activations' FP8 rounding
-    apart); the transpose gives cuBLAS's M-major layout of the same scales."""
+    apart); cuBLAS's side takes the same scales, strides (1, M), as they come or copied so."""
     M, K, N = 40, 384, 256
     p = C.make_problem(M, K, N, "block", device="cpu", seed=5)
     x = torch.randn(M, K, dtype=torch.bfloat16)
     steps = B._steps(x, p)
-    assert set(steps) == {"scaled_mm step", "cuBLAS step", "quantize", "transpose"}
+    assert set(steps) == {"scaled_mm step", "cuBLAS step", "quantize"}
     q, s = fp8.quantize(x, "1x128")
     out = steps["scaled_mm step"]()
     assert torch.equal(out, fp8.scaled_mm(q, p.b, s, p.scale_b))
     ref = x.double() @ fp8.dequantize(p.b, p.scale_b, torch.float64)
     assert fp8.rel_error(out, ref) < 0.05
     assert fp8.rel_error(out, -ref) > 1  # the check can fail
-    t = steps["transpose"]()
-    assert t.shape == (K // 128, M) and torch.equal(t.t(), s)
+    for M_ in (40, 13):
+        s = fp8.quantize(torch.randn(M_, K), "1x128")[1]
+        t = B.exactly_m_major(s)
+        assert t.stride() == (1, M_) and torch.equal(t, s) and (t is s) == (s.stride() == (1, M_))
+    padded = fp8.quant.m_major_scales(13, 3, "cpu").copy_(s)  # the Triton kernel's layout at M = 13
+    assert padded.stride() == (1, 16) and B.exactly_m_major(padded).stride() == (1, 13)
 
 
 def _step_row(M, ratio, api_ratio, quantize_us):
     ours = 10.0
-    return {"shape": f"{M}x512x256", "M": M, "K": 512, "N": 256, "quantize us": quantize_us, "transpose us": 1.0,
+    return {"shape": f"{M}x512x256", "M": M, "K": 512, "N": 256, "quantize us": quantize_us,
             "scaled_mm step us": ours, "cuBLAS step us": ours * ratio, "scaled_mm step api us": 20.0,
             "cuBLAS step api us": 20.0 * api_ratio, "ratio": ratio, "api_ratio": api_ratio,
             "scaled_mm step rel_error": 0.02, "cuBLAS step rel_error": 0.021}
@@ -52,7 +56,7 @@ def test_step_summary_and_table():
     assert math.isclose(s["gmean_m128"], 2.0) and math.isclose(s["api_gmean_m128"], 4.0)
     assert math.isclose(s["quantize_share"], 0.3)
     lines = B.step_table(rows).splitlines()
-    assert len(lines) == 4 and lines[2].startswith("| 16x512x256 | 3.0 | 1.0 | 10.0 | 20.0 | 2.00x |")
+    assert len(lines) == 4 and lines[2].startswith("| 16x512x256 | 3.0 | 10.0 | 20.0 | 2.00x |")
 
 
 def test_recorded_step_holds_every_cell():

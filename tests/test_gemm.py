@@ -1018,22 +1018,21 @@ BLOCK_SHAPES = [(1, 256, 256), (97, 256, 384), (65, 640, 384), (300, 4096, 512),
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
 @pytest.mark.parametrize("M,K,N", BLOCK_SHAPES)
-def test_blockwise_kernel_matches_float64(M, K, N, gen, device, monkeypatch):
-    """Both block-wise kernels (``BLOCK_SCALES_BY_TMA`` on): the scales copied by TMA (A's M-major
-    with 16-byte rows, W's K-major and N-major likewise) and loaded through their strides (A's
-    row-major, as ``quantize`` gives them); each configuration, one tile per program and many (3
-    "SMs"), every split plan's pieces. With the first configuration, all four layouts give the
-    same bits, a float32 output is right, and precise=False changes nothing. (Few variations per
-    configuration: each new shape and stride is a compilation.)"""
-    monkeypatch.setattr(ws_gluon, "BLOCK_SCALES_BY_TMA", True)
+def test_blockwise_kernel_matches_float64(M, K, N, gen, device):
+    """Both block-wise kernels: the scales copied by TMA (A's M-major as ``quantize`` makes them,
+    W's K-major and N-major with rows padded to 16 bytes) and read through their strides (A's
+    row-major); each configuration, one tile per program and many (3 "SMs"), every split plan's
+    pieces. With the first configuration, all four layouts give the same bits, a float32 output is
+    right, and precise=False changes nothing. (Few variations per configuration: each new shape
+    and stride is a compilation.)"""
     a, b, sa, sb = block_operands(M, K, N, gen, device)
     ref = fp8.reference_mm(a, b, sa, sb)
     kb, nb = K // 128, N // 128
     k_major = torch.empty_strided((kb, nb), (1, -(-kb // 4) * 4), device=device).copy_(sb)
     n_major = torch.empty_strided((kb, nb), (-(-nb // 4) * 4, 1), device=device).copy_(sb)
-    by_tma = gemm.check_operands(a, b, padded_m_major(sa), k_major)
-    by_tma_n = gemm.check_operands(a, b, padded_m_major(sa), n_major)
-    strided = gemm.check_operands(a, b, sa, sb)  # A's scales row-major: no TMA
+    by_tma = gemm.check_operands(a, b, sa, k_major)
+    by_tma_n = gemm.check_operands(a, b, sa, n_major)
+    strided = gemm.check_operands(a, b, sa.contiguous(), sb)  # A's scales row-major: no TMA
     assert ws_gluon.tma_scales_take(by_tma)["SB_K_MAJOR"] and not ws_gluon.tma_scales_take(by_tma_n)["SB_K_MAJOR"]
     assert ws_gluon.tma_scales_take(strided) is None
     tiles, k_blocks = host.tile_count(M, N, ws_gluon.GLUON_BLOCK_CONFIGS[0].kwargs), K // 128
@@ -1060,47 +1059,36 @@ def test_blockwise_kernel_matches_float64(M, K, N, gen, device, monkeypatch):
                 run(config, operands_, True, num_sms=3 if plan is None else None, plan=plan)
 
 
-def padded_m_major(scale_a: torch.Tensor) -> torch.Tensor:
-    """A's (M, K/128) block scales M-major, each K block's column padded to a multiple of 4 rows
-    (16 bytes): a layout TMA reads at any M."""
-    M, kb = scale_a.shape
-    return torch.empty_strided((M, kb), (1, -(-M // 4) * 4), device=scale_a.device).copy_(scale_a)
-
-
 def test_which_block_wise_scales_go_by_tma(gen, device):
-    """``tma_scales_take`` says TMA can read block-wise scales when A's are M-major with rows of
-    whole 16-byte units (at any M, padded) and W's K-major (the transpose of ``quantize``'s
-    "128x128") with K a multiple of 512, or either with rows padded to 16 bytes; A's row-major
-    (``quantize``'s layout), A's M-major rows of 130 floats, or W's rows of 5 floats (K = 640),
-    are left to the kernel that reads strides."""
+    """``tma_scales_take`` sends block-wise scales to the TMA kernel where TMA can read them: A's
+    M-major with 16-byte rows (the Triton quantization's "1x128" layout, at any M) with W's
+    K-major (the transpose of ``quantize``'s "128x128") when K is a multiple of 512, or either
+    with rows padded to 16 bytes; A's row-major, A's M-major rows of 130 floats, or W's rows of 5
+    floats (K = 640), go to the kernel that reads strides."""
     for M, K, N, k_major in [(97, 512, 256, True), (1, 2048, 384, True), (130, 640, 256, None)]:
         a, b, sa, sb = block_operands(M, K, N, gen, device)
-        padded = padded_m_major(sa)
+        padded = fp8.quant.m_major_scales(M, K // 128, device).copy_(sa)  # as the Triton kernel lays them out
         assert padded.stride() == (1, -(-M // 4) * 4)
         how = ws_gluon.tma_scales_take(gemm.check_operands(a, b, padded, sb))
         assert (how and how["SB_K_MAJOR"]) == k_major, (M, K, N, how)
-        assert ws_gluon.tma_scales_take(gemm.check_operands(a, b, sa, sb)) is None
+        assert ws_gluon.tma_scales_take(gemm.check_operands(a, b, sa.contiguous(), sb)) is None
     exact = sa.t().contiguous().t()  # M-major, rows of 130 floats (520 bytes)
     kb, nb = 5, 2
     k_rows = torch.empty_strided((kb, nb), (1, 8), device=device).copy_(sb)
     how = ws_gluon.tma_scales_take(gemm.check_operands(a, b, padded, k_rows))
     assert how == dict(scale_a=([kb, 130], [132, 1]), scale_b=([nb, kb], [8, 1]), SB_K_MAJOR=True)
     assert exact.stride() == (1, 130) and ws_gluon.tma_scales_take(gemm.check_operands(a, b, exact, k_rows)) is None
-    assert not ws_gluon.BLOCK_SCALES_BY_TMA  # scaled_mm leaves them to gluon_blockwise_kernel for now
 
 
 @pytest.mark.skipif(not fp8.ON_GPU, reason="Gluon kernels run on a Hopper GPU only (test_gluon_needs_a_gpu)")
-@pytest.mark.parametrize("by_tma", [False, True])
-def test_scaled_mm_runs_block_wise_scales_in_the_gluon_kernel(by_tma, gen, device, monkeypatch):
-    """On a Hopper GPU "auto" takes block-wise scales to a blockwise kernel, not to the reference;
-    later calls (the plan's direct launch) give the same bits, with A's scales row-major (loaded
-    through their strides) and M-major (cuBLAS's layout: copied by TMA with BLOCK_SCALES_BY_TMA)."""
-    monkeypatch.setattr(ws_gluon, "BLOCK_SCALES_BY_TMA", by_tma)
-    monkeypatch.setattr(gemm, "PLANS", {})  # plans made with the other setting are not reused
+def test_scaled_mm_runs_block_wise_scales_in_the_gluon_kernel(gen, device):
+    """On a Hopper GPU "auto" takes block-wise scales to the blockwise kernel, not to the reference;
+    later calls (the plan's direct launch) give the same bits, with A's scales M-major (copied by
+    TMA: ``quantize``'s layout, and cuBLAS's) and row-major (read through their strides)."""
     a, b, sa, sb = block_operands(700, 3072, 1536, gen, device)
     ref = fp8.reference_mm(a, b, sa, sb)
     assert gemm.choose(a, b, sa, sb)[0] == "gluon"
-    for scale_a in (sa, sa.t().contiguous().t()):
+    for scale_a in (sa, sa.t().contiguous().t(), sa.contiguous()):  # M-major (by TMA) twice, row-major
         first = fp8.scaled_mm(a, b, scale_a, sb)
         plan = gemm.plan_of(a, b, scale_a, sb)
         assert plan.kernel == "gluon" and plan.config.kwargs["KIND"] == "blockwise" and not plan.pack_scales

@@ -168,6 +168,22 @@ def test_amax_floor_keeps_tiny_groups_finite(device):
         assert torch.all(scale == AMAX_FLOOR / 448)
 
 
+@pytest.mark.parametrize("M", [1, 13, 64, 130])
+def test_1x128_scales_are_m_major(M, gen, device):
+    """"1x128" scales come M-major, as cuBLAS takes them: the torch reference's with strides
+    (1, M), the Triton kernel's with each K block's column padded to a multiple of 4 rows (16
+    bytes, for TMA), which its fake (torch.compile's) declares too; the values are the same."""
+    x = random_input((M, 384), torch.float32, gen, device)
+    _, s_ref = fp8.quantize(x, "1x128", impl="torch")
+    assert s_ref.shape == (M, 3) and s_ref.stride() == (1, M)
+    _, s = fp8.quantize(x, "1x128", impl="triton")
+    assert s.stride() == (1, -(-M // 4) * 4) and torch.equal(s.cpu(), s_ref.cpu())
+    with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
+        fake = mode.from_tensor(x)
+        for impl, want in (("torch", s_ref), ("triton", s)):
+            assert torch.ops.fp8_tutorial.quantize(fake, "1x128", E4M3, impl)[1].stride() == want.stride(), impl
+
+
 def test_auto_uses_kernels_on_gpu_and_reference_on_cpu(gen):
     x = random_input((64, 256), torch.float32, gen, "cpu")
     q, s = fp8.quantize(x, "1x128")

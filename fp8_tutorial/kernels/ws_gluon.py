@@ -58,7 +58,8 @@ leaves unscaled. ``gluon_blockwise_tma_kernel``'s producer copies each step's sc
 ring with TMA (``tma_scales_take`` says when TMA can read them: A's scales M-major with rows of
 whole 16-byte units, W's K- or N-major likewise); ``gluon_blockwise_kernel``'s consumers load
 them through their strides, ahead of their use, in any layout. Their configurations are
-``GLUON_BLOCK_CONFIGS``. ``scaled_mm`` runs the second only (``BLOCK_SCALES_BY_TMA``).
+``GLUON_BLOCK_CONFIGS``. ``scaled_mm`` runs the first wherever TMA can read the scales
+(``BLOCK_SCALES_BY_TMA``), which ``quantize``'s are on a GPU.
 
 Gluon kernels run only on a GPU: Triton's interpreter cannot run them (``gluon_takes``). The
 configurations, what they refuse and the launcher follow the kernels.
@@ -734,13 +735,10 @@ SCALE_ROWS = gl.constexpr(128)  # A's scales of a tile's rows: one box of one K 
 SB_BOX = gl.constexpr(4)  # W's scales: a box of 4 (16 bytes, TMA's smallest), from a multiple of 4
 SB_SPREAD = gl.constexpr(8)  # W's scale slots 8 boxes apart: each copy lands on a 128-byte boundary
 SCALE_SLOT_BYTES = (SCALE_ROWS.value + SB_BOX.value * SB_SPREAD.value) * 4  # per stage
-#: Whether launches send block-wise scales that TMA can read to ``gluon_blockwise_tma_kernel``. Off:
-#: on an H100 the package's kernel passed every check and ran 1.02 to 1.10x the kernel that loads
-#: the scales (``results/tma_scales_h100.json``, tests/test_gemm.py's GPU tests), but the book's
-#: block-wise numbers (chapter 11, on the H200) are still those of the kernel that loads, and
-#: ``quantize``'s "1x128" scales are row-major, which TMA cannot read. The GPU tests turn it on
-#: for themselves.
-BLOCK_SCALES_BY_TMA = False
+#: Whether launches send block-wise scales that TMA can read to ``gluon_blockwise_tma_kernel`` (on
+#: an H100: every check passed, 1.02 to 1.10x the kernel that loads the scales on eleven cells,
+#: ``results/tma_scales_h100.json``). Tests turn it off to reach the other kernel through the API.
+BLOCK_SCALES_BY_TMA = True
 
 
 @gluon.jit
@@ -1187,10 +1185,10 @@ def _tma_view(t: torch.Tensor, dims: tuple[int, int]) -> tuple[list[int], list[i
 def tma_scales_take(ops: Operands) -> dict | None:
     """How ``gluon_blockwise_tma_kernel`` reads these block-wise scales, or None where TMA cannot
     (``gluon_blockwise_kernel`` takes them then): A's (M, K/128) M-major, as (K/128, M), its row
-    stride a multiple of 4 (cuBLAS's layout where M is one; ``quantize`` gives them row-major);
-    W's (K/128, N/128) as (N/128, K/128) rows (K-major: the transpose of ``quantize``'s "128x128"
-    scales of the (N, K) weight, when K is a multiple of 512) or as they are (N-major). Returns
-    each one's (shape, strides) and SB_K_MAJOR."""
+    stride a multiple of 4 (``quantize`` makes them so on a GPU, M padded in the stride; cuBLAS's
+    layout where M is a multiple of 4); W's (K/128, N/128) as (N/128, K/128) rows (K-major: the
+    transpose of ``quantize``'s "128x128" scales of the (N, K) weight, when K is a multiple of
+    512) or as they are (N-major). Returns each one's (shape, strides) and SB_K_MAJOR."""
     sa = _tma_view(ops.scale_a, (1, 0))
     if sa is None:
         return None

@@ -161,7 +161,8 @@ class ScaledMMLinear(torch.nn.Module):
     once, the input quantized on every call with torch operations (an amax, a division, a clamp, a
     cast), which ``torch.compile`` fuses with the operations around them, and cuBLAS through
     ``torch._scaled_mm``: per row with fast accumulation, block-wise without (cuBLAS refuses it),
-    the input's scales copied M-major first, as cuBLAS wants them. The quantization is
+    the input's "1x128" scales M-major, strides (1, M), as cuBLAS wants them and ``quantize``'s torch
+    form gives them. The quantization is
     ``quantize``'s own rule, in its torch form (``impl="torch"``), so that both FP8 routes multiply
     the same bits. Runs on a CUDA GPU only: torch's CPU ``_scaled_mm`` takes per-tensor scales
     only. (``torch.nn.functional.scaled_mm``, chapter 11's block-wise contender, calls an operator
@@ -180,9 +181,6 @@ class ScaledMMLinear(torch.nn.Module):
     def forward(self, x):
         lead, K = x.shape[:-1], x.shape[-1]
         q, scale = quantize(x.reshape(-1, K), fnn.RECIPES[self.recipe][0], impl="torch")
-        if self.recipe == "block":  # M-major: strides (1, M)
-            scale = torch.empty_strided(scale.shape, (1, scale.shape[0]), dtype=scale.dtype,
-                                        device=scale.device).copy_(scale)
         out = torch._scaled_mm(q, self.weight.t(), scale, self.weight_scale.t(), bias=self.bias,
                                out_dtype=torch.bfloat16, use_fast_accum=self.recipe == "row")
         return out.reshape(*lead, out.shape[-1])
