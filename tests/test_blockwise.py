@@ -69,3 +69,21 @@ def test_recorded_step_holds_every_cell():
     assert [(r["M"], r["K"], r["N"]) for r in rows] == B.step_cells()
     assert all(r["scaled_mm step us"] > r["quantize us"] > 0 and r["cuBLAS step us"] > 0 for r in rows)
     B.step_table(rows), B.step_summary(rows)
+
+
+def test_table_gives_refusals_short_and_keeps_every_column():
+    cublas = ("RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling "
+              "`cublasLtMatmulAlgoGetHeuristic( ltHandle, computeDesc.descriptor(), ...)`")
+    assert B.short_reason(cublas) == "`CUBLAS_STATUS_NOT_SUPPORTED`"
+    assert B.short_reason("ValueError: N must be a multiple of 128") == "N must be a multiple of 128"
+    rows = [{"shape": "1x7168x2112", "refused": "ValueError: N must be a multiple of 128"},
+            {"shape": "1x512x32768", "tflops": 3.0, "cublas_refused": cublas, "api_us": 27.0, "host_us": 24.3,
+             "rel_error": 1.66e-3},
+            {"shape": "16x512x32768", "tflops": 48.0, "cublas_tflops": 39.0, "ratio": 1.24, "api_us": 27.2,
+             "host_us": 24.5, "cublas_api_us": 49.1, "cublas_host_us": 42.9, "api_ratio": 1.81, "rel_error": 1.66e-3,
+             "cublas_rel_error": 1.66e-3}]
+    lines = B.table(rows).splitlines()
+    columns = lines[0].count("|")
+    assert lines[2] == "| 1x7168x2112 | refused: N must be a multiple of 128 ||||||||||"
+    assert "cublasLt" not in lines[3] and lines[3].count("|") == columns
+    assert lines[4].count("|") == columns and "1.24x" in lines[4] and "1.81x" in lines[4]

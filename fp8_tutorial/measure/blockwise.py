@@ -11,6 +11,7 @@ float64 of the same quantized inputs, on up to ``REFERENCE_ROWS`` rows of each o
 from __future__ import annotations
 
 import math
+import re
 
 import torch
 
@@ -135,21 +136,31 @@ def summary(rows) -> dict:
             "worse_than_cublas": sum(r["rel_error"] > r["cublas_rel_error"] * (1 + 1e-3) for r in both)}
 
 
+def short_reason(reason: str) -> str:
+    """A refusal as a table cell: cuBLAS's status name alone (its message quotes a whole call), an
+    exception's message without its type."""
+    status = re.search(r"CUBLAS_STATUS_[A-Z_]+", reason)
+    if status:
+        return f"`{status.group(0)}`"
+    return re.sub(r"^[A-Za-z]+Error: ", "", reason)
+
+
 def table(rows) -> str:
     """Markdown: per cell, both sides' TFLOP/s in the kernel harness and their ratio; back to back,
     each side's time per call and the host's time to issue one, and the ratio; both errors;
-    refusals with their reason."""
-    lines = ["| M x K x N | `scaled_mm`, TFLOP/s | cuBLAS block-wise, TFLOP/s | x cuBLAS | back to back, us/call "
-             "| host us | cuBLAS, us/call | host us | x cuBLAS | rel. error | cuBLAS's |",
+    refusals with their reason (the records keep the whole message)."""
+    lines = ["| M x K x N | `scaled_mm`, TFLOP/s | cuBLAS block-wise, TFLOP/s | x cuBLAS, kernel "
+             "| `scaled_mm` back to back, us/call | its host us | cuBLAS back to back, us/call | its host us "
+             "| x cuBLAS, back to back | rel. error | cuBLAS's |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "refused" in r:
-            lines.append(f"| {r['shape']} | refused: {r['refused']} ||||||||||")
+            lines.append(f"| {r['shape']} | refused: {short_reason(r['refused'])} ||||||||||")
             continue
         ours = f"| {r['api_us']:.1f} | {r['host_us']:.1f} "
         if "ratio" not in r:
-            lines.append(f"| {r['shape']} | {r['tflops']:.0f} | {r['cublas_refused']} | " + ours
-                         + f"| | | | {r['rel_error']:.2e} | |")
+            lines.append(f"| {r['shape']} | {r['tflops']:.0f} | refused: {short_reason(r['cublas_refused'])} | "
+                         + ours + f"| | | | {r['rel_error']:.2e} | |")
             continue
         lines.append(f"| {r['shape']} | {r['tflops']:.0f} | {r['cublas_tflops']:.0f} | {r['ratio']:.2f}x " + ours
                      + f"| {r['cublas_api_us']:.1f} | {r['cublas_host_us']:.1f} | {r['api_ratio']:.2f}x "
