@@ -101,7 +101,7 @@ def _measured_or_recorded(name: str, measure, shapes, **kw) -> tuple[list[dict],
     if DEVICE.type == "cuda" and torch.cuda.get_device_capability()[0] == 9:
         rows = measure(shapes, **kw)
         path = results.save(name, rows)
-        return rows, f"measured now, saved to results/{path.name}"
+        return rows, f"measured now on {torch.cuda.get_device_name()}, saved to results/{path.name}"
     saved = results.load(name)
     return saved["records"], "recorded on " + results.provenance(saved)
 

@@ -676,6 +676,7 @@ def blockwise_ratios(rows: list, shapes, label: str):
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=f"N x K = {n} x {k}")
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(_plt().FuncFormatter(lambda x, _: f"{x:.0f}"))  # 1024, not 2^10
         finish(ax, title, "M (tokens)", "speed, x cuBLAS block-wise" if ax is axes[0] else "",
                grid="both", legend=dict(fontsize=7) if ax is axes[0] else False)
     fig.suptitle(f"Block-wise scaled_mm against cuBLAS block-wise ({label})", fontsize=10)
@@ -686,11 +687,14 @@ def blockwise_ratios(rows: list, shapes, label: str):
 #: Chapter 12's layers: a colour per route (bf16's has none), a line style per recipe.
 ROUTE_COLORS = {None: "black", "torch": "tab:blue", "fp8_tutorial": "tab:red"}
 RECIPE_LINES = {None: "-", "row": "--", "block": "-"}
+RECIPE_MARKERS = {None: "o", "row": "s", "block": "^"}
 
 
 def layer_times(records: list, label: str):
     """Chapter 12: time per decoder-layer call against tokens, one line per layer (``measure.model``'s
     records), decode (left) and prefill (right), log-log."""
+    from matplotlib import ticker
+
     from .model import VARIANTS
 
     plt = _plt()
@@ -699,13 +703,17 @@ def layer_times(records: list, label: str):
         for name, (route, recipe) in VARIANTS.items():
             pts = sorted((r["tokens"], r["us"]) for r in records if r["phase"] == phase and r["layer"] == name)
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=name,
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=RECIPE_MARKERS[recipe], ms=4, label=name,
                         color=ROUTE_COLORS[route], ls=RECIPE_LINES[recipe])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 7.0)))
+        ax.yaxis.set_major_formatter(ticker.StrMethodFormatter("{x:.0f}"))  # 200, not 2 x 10^2
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.xaxis.set_major_formatter(ticker.StrMethodFormatter("{x:.0f}"))  # 1024, not 2^10
         finish(ax, f"{phase}: " + ("one new token per sequence" if phase == "decode" else "whole sequences"),
                "M (tokens)", "microseconds per layer call", grid="both",
-               legend=dict(fontsize=7) if phase == "decode" else False)
+               legend=dict(fontsize=7, handlelength=3) if phase == "decode" else False)
     fig.suptitle(f"A Llama-3-8B decoder layer under torch.compile ({label})", fontsize=10)
     fig.tight_layout()
     return fig
