@@ -14,7 +14,7 @@ Scales are float32 *dequantization* multipliers, as ``torch._scaled_mm`` takes t
 Gluon block-wise kernel copies with TMA: strides ``(1, M)`` from the torch reference, ``(1, Mp)``
 from the Triton kernel, ``Mp`` the multiple of 4 at or above M, so that each K block's scales
 start on a 16-byte boundary whatever M is. cuBLAS block-wise takes exactly ``(1, M)``: where M is
-not a multiple of 4, hand it ``scale.t().contiguous().t()``. The others are row-major.
+not a multiple of 4, hand it ``exactly_m_major(scale)``. The others are row-major.
 
 Rules, the same in the Triton kernels and the torch reference, bit for bit:
 
@@ -99,16 +99,25 @@ def _quantize_torch(x: torch.Tensor, granularity: str, dtype: torch.dtype):
     y = torch.where(inv > 0, (xg * inv).clamp(-fmax, fmax), float("nan"))  # no host tensor: no sync
     q = y.to(dtype).reshape(M, K)
     if granularity == "1x128":  # M-major, strides (1, M) at any M (as the fake implementation says)
-        return q, torch.empty((K // GROUP, M), dtype=torch.float32, device=x.device).t().copy_(scale)
+        return q, m_major_scales(M, K // GROUP, x.device, align=1).copy_(scale)
     return q, scale.reshape(scale_shape(granularity, M, K))
 
 
-def m_major_scales(M: int, groups: int, device, empty=torch.empty_strided) -> torch.Tensor:
-    """An uninitialized (M, groups) float32 tensor laid out as the Triton kernel's "1x128" scales
-    are: M-major, each column (a K block's scales) starting on a 16-byte boundary (``empty``:
-    ``torch.empty_strided`` or a tensor's ``new_empty_strided``)."""
-    rows = -(-M // 4) * 4
+def m_major_scales(M: int, groups: int, device, empty=torch.empty_strided, align: int = 4) -> torch.Tensor:
+    """An uninitialized (M, groups) float32 tensor laid out M-major, each column (a K block's
+    scales) ``align`` floats apart or a multiple of it: 4, the Triton kernel's "1x128" scales, each
+    column on a 16-byte boundary; 1, strides exactly (1, M), the torch reference's and cuBLAS's
+    (``empty``: ``torch.empty_strided`` or a tensor's ``new_empty_strided``)."""
+    rows = -(-M // align) * align
     return empty((M, groups), (1, rows), dtype=torch.float32, device=device)
+
+
+def exactly_m_major(s: torch.Tensor) -> torch.Tensor:
+    """(M, K/128) block scales as cuBLAS block-wise takes them, strides (1, M): ``s`` itself where
+    they are (``quantize``'s where M is a multiple of 4), else an M-major copy."""
+    if s.stride() == (1, s.shape[0]):
+        return s
+    return m_major_scales(*s.shape, s.device, align=1).copy_(s)
 
 
 def _quantize_triton(x: torch.Tensor, granularity: str, dtype: torch.dtype):
@@ -224,10 +233,8 @@ def _(x, granularity, dtype, impl):
     _check(x, granularity, dtype)  # the checks that need no data, at trace time
     M, K = x.shape
     if granularity == "1x128":  # the real one's strides, M-major (the Triton kernel's padded)
-        if impl == "torch" or impl == "auto" and x.device.type != "cuda":
-            scale = x.new_empty((K // GROUP, M), dtype=torch.float32).t()
-        else:
-            scale = m_major_scales(M, K // GROUP, x.device, x.new_empty_strided)
+        exact = impl == "torch" or impl == "auto" and x.device.type != "cuda"
+        scale = m_major_scales(M, K // GROUP, x.device, x.new_empty_strided, align=1 if exact else 4)
     else:
         scale = x.new_empty(scale_shape(granularity, M, K), dtype=torch.float32)
     return x.new_empty((M, K), dtype=dtype), scale

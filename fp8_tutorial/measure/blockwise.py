@@ -16,6 +16,7 @@ import re
 import torch
 
 from ..checks import rel_error
+from ..quant import exactly_m_major
 from . import contenders as C
 
 #: DeepSeek-V3's projections, (N, K) of the weight; 2112 is not a multiple of 128, and block-wise
@@ -178,12 +179,6 @@ STEP_RESULTS = "blockwise_step"  # results/blockwise_step_<gpu>.json
 def step_cells(ms=STEP_MS) -> list[tuple[int, int, int]]:
     """(M, K, N) of DeepSeek-V3's projections that block-wise scales cut (N a multiple of 128)."""
     return [(M, K, N) for N, K in DEEPSEEK_SHAPES if N % 128 == 0 for M in ms]
-
-
-def exactly_m_major(s: torch.Tensor) -> torch.Tensor:
-    """A's block scales as cuBLAS block-wise takes them, strides (1, M): ``quantize``'s own where M
-    is a multiple of 4 (its Triton kernel pads each K block's column to 16 bytes), else a copy."""
-    return s if s.stride() == (1, s.shape[0]) else s.t().contiguous().t()
 
 
 def _steps(x: torch.Tensor, p: C.Problem) -> dict:

@@ -676,12 +676,19 @@ def blockwise_ratios(rows: list, shapes, label: str):
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=f"N x K = {n} x {k}")
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(_plt().FuncFormatter(lambda x, _: f"{x:.0f}"))  # 1024, not 2^10
+        plain_numbers(ax.xaxis)
         finish(ax, title, "M (tokens)", "speed, x cuBLAS block-wise" if ax is axes[0] else "",
                grid="both", legend=dict(fontsize=7) if ax is axes[0] else False)
     fig.suptitle(f"Block-wise scaled_mm against cuBLAS block-wise ({label})", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def plain_numbers(axis) -> None:
+    """A log axis labelled 1024 and 200 rather than 2^10 and 2 x 10^2."""
+    from matplotlib import ticker
+
+    axis.set_major_formatter(ticker.StrMethodFormatter("{x:.0f}"))
 
 
 #: Chapter 12's layers: a colour per route (bf16's has none), a line style per recipe.
@@ -708,9 +715,9 @@ def layer_times(records: list, label: str):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 7.0)))
-        ax.yaxis.set_major_formatter(ticker.StrMethodFormatter("{x:.0f}"))  # 200, not 2 x 10^2
+        plain_numbers(ax.yaxis)
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-        ax.xaxis.set_major_formatter(ticker.StrMethodFormatter("{x:.0f}"))  # 1024, not 2^10
+        plain_numbers(ax.xaxis)
         finish(ax, f"{phase}: " + ("one new token per sequence" if phase == "decode" else "whole sequences"),
                "M (tokens)", "microseconds per layer call", grid="both",
                legend=dict(fontsize=7, handlelength=3) if phase == "decode" else False)
