@@ -37,16 +37,9 @@ def replays(run, n: int = REPLAYS, heat: int = 50) -> list[list[tuple[float, flo
     the clocks of sustained work: per replay, its kernels as (start, end, name) in microseconds, in
     the order they started. The replays are told apart by their kernel count (every replay of a
     graph runs the same kernels)."""
-    from torch.profiler import ProfilerActivity, profile
-
     for _ in range(heat):
         run()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            run()
-        torch.cuda.synchronize()
-    kernels = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+    kernels = sorted((e.time_range.start, e.time_range.end, e.name) for e in model.profiled(run, n).events()
                      if e.device_type == torch.autograd.DeviceType.CUDA)
     if not kernels or len(kernels) % n:
         raise RuntimeError(f"{len(kernels)} kernels in {n} replays: not the same number in each")

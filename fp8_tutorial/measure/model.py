@@ -475,10 +475,9 @@ def kind_of(kernel: str) -> str:
     return "rest"
 
 
-def kernel_times(run, calls: int = 20) -> list[tuple[float, int, str]]:
-    """The GPU kernels of ``run()`` (a function of no arguments, a CUDA graph's replay or a layer's
-    call), from ``torch.profiler`` over ``calls`` calls: (microseconds per call, launches per
-    call, name) for each kernel, the longest first."""
+def profiled(run, calls: int):
+    """``torch.profiler``'s record of the GPU's work in ``calls`` calls of ``run()`` back to back
+    (a function of no arguments, a CUDA graph's replay or a layer's call)."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
@@ -486,6 +485,13 @@ def kernel_times(run, calls: int = 20) -> list[tuple[float, int, str]]:
         for _ in range(calls):
             run()
         torch.cuda.synchronize()
+    return prof
+
+
+def kernel_times(run, calls: int = 20) -> list[tuple[float, int, str]]:
+    """The GPU kernels of ``run()`` (``profiled``) over ``calls`` calls: (microseconds per call,
+    launches per call, name) for each kernel, the longest first."""
+    prof = profiled(run, calls)
     return sorted(((e.self_device_time_total / calls, e.count // calls, e.key) for e in prof.key_averages()
                    if e.device_type == torch.autograd.DeviceType.CUDA and e.self_device_time_total > 0),
                   reverse=True)
