@@ -36,25 +36,29 @@ def all_values(dtype: torch.dtype) -> torch.Tensor:
 
 
 def describe(dtype: torch.dtype) -> FormatInfo:
-    """Read a format's numbers off its 256 decoded codes (nothing here is typed in by hand)."""
+    """Read a format's numbers off its 256 decoded codes (nothing here is typed in by hand): the
+    gap above 1 gives the mantissa's bits, the smallest subnormal times 2^mantissa_bits the
+    smallest normal value, and that the bias; the exponent has the bits the sign and the mantissa
+    leave of the byte."""
     if dtype not in FORMATS.values():
         raise TypeError(f"dtype must be one of {list(FORMATS.values())}, got {dtype}")
     v = all_values(dtype)
     finite = v[torch.isfinite(v)]
     positive = finite[finite > 0].unique()
-    mantissa_bits = int(round(-math.log2(torch.finfo(dtype).eps)))
-    exponent_bits = 7 - mantissa_bits
-    min_normal = 2.0 ** (2 - 2 ** (exponent_bits - 1))  # 2^(1 - bias)
     one = int((positive == 1).nonzero())
+    eps = float(positive[one + 1] - 1)
+    mantissa_bits = int(round(-math.log2(eps)))
+    min_subnormal = float(positive.min())
+    min_normal = min_subnormal * 2.0 ** mantissa_bits  # 2^(1 - bias)
     return FormatInfo(
         name=_NAMES[dtype],
-        exponent_bits=exponent_bits,
+        exponent_bits=7 - mantissa_bits,
         mantissa_bits=mantissa_bits,
-        bias=2 ** (exponent_bits - 1) - 1,
+        bias=int(round(1 - math.log2(min_normal))),
         max=float(positive.max()),
         min_normal=min_normal,
-        min_subnormal=float(positive.min()),
-        eps=float(positive[one + 1] - 1),
+        min_subnormal=min_subnormal,
+        eps=eps,
         finite_values=int(finite.unique().numel()),
         nan_codes=int(torch.isnan(v).sum()),
         inf=bool(torch.isinf(v).any()),
