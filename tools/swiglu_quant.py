@@ -7,7 +7,10 @@ routes alike. This times that kernel against ``swiglu_quantize_kernel`` below, w
 gate and up halves, forms the product in float32 and quantizes it (per row: a row's 14336 values
 held in registers, so read once; "1x128": one group of 128 columns per program row), in the
 kernel harness (``bench.benchmark``, interleaved, L2 flushed), with a copy of the same bytes for
-the bandwidth. Both are checked first against the float32 definition.
+the bandwidth. Both are checked first against the float32 definition. Then the MLP as a model
+calls it (``bench.api_benchmark``, compiled, replayed from CUDA graphs, as chapter 12 times its
+layers): the chapter's converted MLP against ``FusedMLP``, which quantizes the down projection's
+input with this kernel.
 
     python3 tools/swiglu_quant.py [M ...]        # default: 1024 4096 16384
 
@@ -65,6 +68,70 @@ def swiglu_quantize(gu: torch.Tensor, granularity: str, dtype=torch.float8_e4m3f
                                  FP8_MAX=FP8_MAX[dtype], AMAX_FLOOR=AMAX_FLOOR, BLOCK_M=BLOCK_M,
                                  BLOCK_K=BLOCK_K, num_warps=warps)
     return q, s
+
+
+@torch.library.custom_op("swiglu_quant_tool::swiglu_quantize", mutates_args=())
+def swiglu_quantize_op(gu: torch.Tensor, granularity: str) -> tuple[torch.Tensor, torch.Tensor]:
+    return swiglu_quantize(gu, granularity)
+
+
+@swiglu_quantize_op.register_fake
+def _(gu, granularity):
+    M, I = gu.shape[0], gu.shape[1] // 2
+    s = (m_major_scales(M, I // GROUP, gu.device, gu.new_empty_strided) if granularity == "1x128"
+         else gu.new_empty((M, 1), dtype=torch.float32))
+    return gu.new_empty((M, I), dtype=torch.float8_e4m3fn), s
+
+
+class FusedMLP(torch.nn.Module):
+    """A converted ``model.MLP`` whose down projection's input is quantized by
+    ``swiglu_quantize`` (an operator of its own) from the gate-and-up output."""
+
+    def __init__(self, mlp, recipe):
+        super().__init__()
+        self.gate_up_proj, self.down_proj, self.recipe = mlp.gate_up_proj, mlp.down_proj, recipe
+
+    def forward(self, x):
+        from fp8_tutorial import scaled_mm
+        from fp8_tutorial.nn import RECIPES
+        gu = self.gate_up_proj(x)
+        lead = gu.shape[:-1]
+        q, s = swiglu_quantize_op(gu.reshape(-1, gu.shape[-1]), RECIPES[self.recipe][0])
+        d = self.down_proj
+        out = scaled_mm(q, d.weight.t(), s, d._scale_b(), out_dtype=d.out_dtype)
+        return out.reshape(*lead, out.shape[-1])
+
+
+def mlp_times(M: int, say, records):
+    """Chapter 12's MLP at M tokens, converted, compiled and replayed from a CUDA graph as the
+    chapter times its layers: as the chapter runs it, and with ``FusedMLP``; per recipe."""
+    import copy
+
+    from fp8_tutorial import nn as fnn
+    from fp8_tutorial.measure import bench, model
+    shape = model.LLAMA3_8B
+    torch.manual_seed(0)
+    base = model.MLP(shape).to("cuda", torch.bfloat16).eval()
+    x = torch.randn((M // model.SEQ, model.SEQ, shape.hidden), dtype=torch.bfloat16, device="cuda")
+    runs, outs = {}, {}
+    with torch.inference_mode():
+        for recipe in ("row", "block"):
+            mlp = fnn.convert(copy.deepcopy(base), recipe)
+            for name, m in ((f"chapter {recipe}", mlp), (f"fused {recipe}", FusedMLP(mlp, recipe))):
+                fn = model.compiled(m)
+                outs[name] = fn(x).float()
+                runs[name] = model.graphed(fn, (x,))
+        for recipe in ("row", "block"):
+            a, b = outs[f"chapter {recipe}"], outs[f"fused {recipe}"]
+            say(f"M={M:<6} MLP {recipe}: fused against the chapter's, relative difference "
+                f"{((a - b).norm() / a.norm()).item():.1e}")
+        flops = 2 * M * shape.hidden * 3 * shape.intermediate
+        timed = bench.api_benchmark(runs, calls=10 if M > 2048 else 50, rounds=15, flops=flops)
+    for n, r in timed.items():
+        say(f"    {r}")
+        records.append(dict(M=M, part="mlp", contender=n, **r.as_dict()))
+    for recipe in ("row", "block"):
+        say(f"    MLP {recipe}: chapter / fused {timed[f'chapter {recipe}'].median_us / timed[f'fused {recipe}'].median_us:.3f}x")
 
 
 def definition(gu: torch.Tensor, granularity: str):
@@ -127,6 +194,8 @@ def main():
                 say(f"    {r}")
                 records.append(dict(M=M, I=I, granularity=gran, contender=n, **r.as_dict()))
             say(f"    ours / inductor: {timed['inductor'].median_ms / timed['ours'].median_ms:.2f}x")
+        if ON_GPU and M >= 1024:
+            mlp_times(M, say, records)
     if ON_GPU:
         from fp8_tutorial.measure import results
         print("saved to", results.save(NAME, records, log=log))
