@@ -144,6 +144,34 @@ def _tensors(args: tuple) -> list:
     return [t for a in args for t in (a if isinstance(a, tuple) else (a,))]
 
 
+def test_a_graph_keeps_what_it_reads():
+    """``model.graphed``'s replay holds the function and its inputs: a script that rebinds its
+    names (the next layer, the next recipe) must not free the weights a recorded graph reads by
+    address. On a GPU the freed memory is also handed back to the driver (``empty_cache``) before
+    the replay, which then faults or differs if the graph read it."""
+    import gc
+    import weakref
+
+    torch._dynamo.reset()
+    mlp = fnn.convert(model.MLP(S).to(fp8.DEVICE, torch.bfloat16).eval(), "row")
+    weight = weakref.ref(mlp.gate_up_proj.weight)
+    fn = model.compiled(mlp)
+    x = torch.randn((2, 16, S.hidden), dtype=torch.bfloat16, device=fp8.DEVICE)
+    with torch.inference_mode():
+        run = model.graphed(fn, (x,))
+        first = run().clone()
+        del mlp, fn
+        gc.collect()
+        if fp8.ON_GPU:
+            torch.cuda.empty_cache()
+        assert weight() is not None, "the graph's weights were freed"
+        again = run()
+        if fp8.ON_GPU:
+            torch.cuda.synchronize()
+        assert torch.equal(again, first)
+    torch._dynamo.reset()
+
+
 def test_the_converted_layer_compiles_as_eager_runs():
     """The layer traces whole under ``model.compiled`` for one token and for several, to prefill
     and to decode, and gives eager's output (traced only, in the interpreter: bit for bit); on a

@@ -295,7 +295,10 @@ def graphed(fn, args: tuple, warmup: int = 3):
     in its own memory. The first ``warmup`` calls run first, on a side stream: they compile, and
     choose ``scaled_mm``'s kernels and configurations (timing them), which a graph cannot record.
     Returns a function of no arguments that runs it again (its output, the graph's, is
-    overwritten by the next call). Without a GPU, ``fn(*args)`` itself."""
+    overwritten by the next call). It holds ``fn`` and ``args``: the graph reads the layer's
+    weights and the inputs by address, and were they freed while it lives, a replay would read
+    memory given to other tensors, or unmapped by the next capture's ``empty_cache`` (an illegal
+    memory access). Without a GPU, ``fn(*args)`` itself."""
     if not ON_GPU:
         return lambda: fn(*args)
     side = torch.cuda.Stream()
@@ -311,6 +314,7 @@ def graphed(fn, args: tuple, warmup: int = 3):
     def replay():
         graph.replay()
         return out
+    replay.holds = (fn, args)
     return replay
 
 
