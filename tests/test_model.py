@@ -144,11 +144,12 @@ def _tensors(args: tuple) -> list:
     return [t for a in args for t in (a if isinstance(a, tuple) else (a,))]
 
 
+@pytest.mark.skipif(not fp8.ON_GPU, reason="without a GPU graphed returns the function itself, which holds it")
 def test_a_graph_keeps_what_it_reads():
     """``model.graphed``'s replay holds the function and its inputs: a script that rebinds its
     names (the next layer, the next recipe) must not free the weights a recorded graph reads by
-    address. On a GPU the freed memory is also handed back to the driver (``empty_cache``) before
-    the replay, which then faults or differs if the graph read it."""
+    address. The freed memory would go back to the driver (``empty_cache``) before the replay,
+    which would then fault or differ."""
     import gc
     import weakref
 
@@ -162,12 +163,10 @@ def test_a_graph_keeps_what_it_reads():
         first = run().clone()
         del mlp, fn
         gc.collect()
-        if fp8.ON_GPU:
-            torch.cuda.empty_cache()
+        torch.cuda.empty_cache()
         assert weight() is not None, "the graph's weights were freed"
         again = run()
-        if fp8.ON_GPU:
-            torch.cuda.synchronize()
+        torch.cuda.synchronize()
         assert torch.equal(again, first)
     torch._dynamo.reset()
 
